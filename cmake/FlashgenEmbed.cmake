@@ -1,0 +1,13 @@
+# flashgen_embed_files(OUTPUT out.cpp NAMESPACE ns FILES a.cuh b.h ...)
+# Generates a .cpp that holds each file's text and a lookup by file name, so the
+# installed runtime needs no source tree. Regenerated when any file changes.
+function(flashgen_embed_files)
+  cmake_parse_arguments(ARG "" "OUTPUT" "FILES" ${ARGN})
+  add_custom_command(
+    OUTPUT ${ARG_OUTPUT}
+    COMMAND ${CMAKE_COMMAND} -DOUTPUT=${ARG_OUTPUT} "-DFILES=${ARG_FILES}"
+            -P ${PROJECT_SOURCE_DIR}/cmake/embed_files.cmake
+    DEPENDS ${ARG_FILES} ${PROJECT_SOURCE_DIR}/cmake/embed_files.cmake
+    COMMENT "Embedding templates into ${ARG_OUTPUT}"
+    VERBATIM)
+endfunction()

@@ -1,0 +1,131 @@
+#include "compiler/kernel_spec.h"
+
+#include <fmt/format.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+namespace flashgen {
+
+const char* to_string(Pass p) {
+  switch (p) {
+    case Pass::fwd: return "fwd";
+    case Pass::bwd_preprocess: return "bwd_preprocess";
+    case Pass::bwd_dkdv: return "bwd_dkdv";
+    case Pass::bwd_dq: return "bwd_dq";
+    case Pass::bwd_dq_convert: return "bwd_dq_convert";
+  }
+  return "?";
+}
+
+const char* to_string(Arch a) {
+  switch (a) {
+    case Arch::sm_80: return "sm_80";
+    case Arch::sm_86: return "sm_86";
+    case Arch::sm_89: return "sm_89";
+    case Arch::sm_90: return "sm_90";
+    case Arch::sm_90a: return "sm_90a";
+  }
+  return "?";
+}
+
+std::optional<Pass> parse_pass(std::string_view s) {
+  for (Pass p : kAllPasses)
+    if (s == to_string(p)) return p;
+  return std::nullopt;
+}
+
+std::optional<Arch> parse_arch(std::string_view s) {
+  for (Arch a : kAllArchs)
+    if (s == to_string(a)) return a;
+  return std::nullopt;
+}
+
+std::optional<DType> parse_dtype(std::string_view s) {
+  if (s == "bf16" || s == "bfloat16") return DType::bf16;
+  if (s == "fp16" || s == "f16" || s == "float16" || s == "half") return DType::f16;
+  if (s == "fp32" || s == "f32" || s == "float32") return DType::f32;
+  return std::nullopt;
+}
+
+int max_shared_memory(Arch a) {
+  switch (a) {
+    case Arch::sm_80: return 163 * 1024;
+    case Arch::sm_86:
+    case Arch::sm_89: return 99 * 1024;
+    case Arch::sm_90:
+    case Arch::sm_90a: return 227 * 1024;
+  }
+  return 48 * 1024;
+}
+
+int compute_capability(Arch a) { return a == Arch::sm_90a ? 90 : static_cast<int>(a); }
+
+static bool is_pow2(int x) { return x > 0 && (x & (x - 1)) == 0; }
+
+std::vector<std::string> KernelSpec::problems() const {
+  std::vector<std::string> out;
+  auto bad = [&](auto&&... args) { out.push_back(fmt::format(std::forward<decltype(args)>(args)...)); };
+
+  if (head_dim < 32 || head_dim > 256)
+    bad("head_dim: got {}, expected a value in 32..256", head_dim);
+  if (dtype != DType::f16 && dtype != DType::bf16)
+    bad("dtype: got {}, expected fp16 or bf16 (fp32 runs on the CPU backend only)", to_string(dtype));
+  if (warps < 1 || warps > 16 || !is_pow2(warps))
+    bad("warps: got {}, expected a power of two in 1..16", warps);
+  if (stages < 1 || stages > 4) bad("stages: got {}, expected 1..4", stages);
+  if (block_m < 16 || block_m > 256 || block_m % 16 != 0)
+    bad("block_m: got {}, expected a multiple of 16 in 16..256", block_m);
+  if (block_n < 16 || block_n > 256 || block_n % 16 != 0)
+    bad("block_n: got {}, expected a multiple of 16 in 16..256", block_n);
+  if (!out.empty()) return out;  // the checks below assume sane values
+
+  // The tensor-core passes split their tile across warps in 16-row slices.
+  if (pass == Pass::fwd || pass == Pass::bwd_dq) {
+    if (block_m % (16 * warps) != 0)
+      bad("block_m: got {} with {} warps, expected a multiple of 16*warps = {} (each warp owns 16-row slices)",
+          block_m, warps, 16 * warps);
+  }
+  if (pass == Pass::bwd_dkdv) {
+    if (block_n % (16 * warps) != 0)
+      bad("block_n: got {} with {} warps, expected a multiple of 16*warps = {} (each warp owns 16 key rows)",
+          block_n, warps, 16 * warps);
+  }
+  const int smem = shared_memory_bytes();
+  if (smem > max_shared_memory(arch))
+    bad("block_m/block_n/stages: the tile needs {} bytes of shared memory, more than {} allows ({} bytes)", smem,
+        to_string(arch), max_shared_memory(arch));
+  return out;
+}
+
+void KernelSpec::validate() const {
+  auto p = problems();
+  if (p.empty()) return;
+  std::string msg = fmt::format("invalid kernel spec {}: ", uri());
+  for (size_t i = 0; i < p.size(); ++i) msg += (i ? "; " : "") + p[i];
+  throw Error(Status::invalid_argument, msg);
+}
+
+std::string KernelSpec::uri() const {
+  std::string s = fmt::format("{}_d{}_{}_m{}n{}_w{}s{}", to_string(pass), head_dim,
+                              dtype == DType::bf16 ? "bf16" : dtype == DType::f16 ? "fp16" : "fp32", block_m,
+                              block_n, warps, stages);
+  if (causal) s += "_causal";
+  if (window) s += "_window";
+  if (softcap) s += "_softcap";
+  if (deterministic) s += "_det";
+  s += "_";
+  s += to_string(arch);
+  return s;
+}
+
+std::string KernelSpec::hash() const {
+  const std::string canonical =
+      fmt::format("pass={};d={};dtype={};bm={};bn={};w={};s={};causal={};window={};softcap={};det={};arch={}",
+                  static_cast<int>(pass), head_dim, static_cast<int>(dtype), block_m, block_n, warps, stages,
+                  causal, window, softcap, deterministic, static_cast<int>(arch));
+  const XXH128_hash_t h = XXH3_128bits(canonical.data(), canonical.size());
+  return fmt::format("{:016x}{:016x}", h.high64, h.low64);
+}
+
+}  // namespace flashgen

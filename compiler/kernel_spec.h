@@ -1,0 +1,74 @@
+// KernelSpec: everything that determines one generated kernel's source.
+// Values that do not change the code (sequence lengths, window sizes, the
+// softcap value, strides) are launch parameters, not spec fields.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "flashgen/flashgen.hpp"
+
+namespace flashgen {
+
+enum class Pass : int {
+  fwd = 0,
+  bwd_preprocess = 1,  // D = rowsum(dO * O); zero the dQ accumulator
+  bwd_dkdv = 2,        // one K/V tile per CTA, loop over Q tiles; dQ via atomics unless deterministic
+  bwd_dq = 3,          // one Q tile per CTA, loop over K/V tiles; dQ without atomics (deterministic)
+  bwd_dq_convert = 4,  // fp32 dQ accumulator -> dq in the input dtype, times the scale
+};
+constexpr Pass kAllPasses[] = {Pass::fwd, Pass::bwd_preprocess, Pass::bwd_dkdv, Pass::bwd_dq,
+                               Pass::bwd_dq_convert};
+
+enum class Arch : int { sm_80 = 80, sm_86 = 86, sm_89 = 89, sm_90 = 90, sm_90a = 900 };
+constexpr Arch kAllArchs[] = {Arch::sm_80, Arch::sm_86, Arch::sm_89, Arch::sm_90, Arch::sm_90a};
+
+const char* to_string(Pass p);
+const char* to_string(Arch a);
+std::optional<Pass> parse_pass(std::string_view s);
+std::optional<Arch> parse_arch(std::string_view s);
+std::optional<DType> parse_dtype(std::string_view s);
+
+// Shared memory a CTA may use on an arch (opt-in maximum), bytes.
+int max_shared_memory(Arch a);
+// Compute capability as major*10+minor (sm_90a -> 90).
+int compute_capability(Arch a);
+
+struct KernelSpec {
+  Pass pass = Pass::fwd;
+  int head_dim = 128;  // the problem's head dim (32..256)
+  DType dtype = DType::bf16;
+  int block_m = 128;  // query rows per tile
+  int block_n = 64;   // key rows per tile
+  int warps = 4;
+  int stages = 2;  // pipeline depth of the K/V (fwd) or Q/dO (bwd) loads
+  bool causal = false;
+  bool window = false;   // a sliding window (sizes are launch parameters)
+  bool softcap = false;  // soft-capping (the cap is a launch parameter)
+  bool deterministic = false;
+  Arch arch = Arch::sm_80;
+
+  // head_dim rounded up to the tensor-core k-step (16): the width kernels are compiled for.
+  int padded_head_dim() const { return (head_dim + 15) / 16 * 16; }
+  int threads() const { return warps * 32; }
+
+  // Empty when the spec is legal; otherwise one message per problem, each naming the field.
+  std::vector<std::string> problems() const;
+  // Throws Error(invalid_argument) with every problem joined.
+  void validate() const;
+
+  // Readable, unique for the fields that matter to this pass:
+  // fwd_d128_bf16_m128n64_w4s2_causal_sm90
+  std::string uri() const;
+  // Content hash of every field (hex, 128-bit XXH3).
+  std::string hash() const;
+  // Dynamic shared memory the kernel needs, bytes.
+  int shared_memory_bytes() const;
+
+  bool operator==(const KernelSpec&) const = default;
+};
+
+}  // namespace flashgen

@@ -1,0 +1,63 @@
+// The CUDA driver API, loaded lazily with dlopen so that flashgen starts on a
+// machine without a driver and says so only when a GPU operation is asked for.
+#pragma once
+
+#include <cuda.h>
+
+#include <string>
+
+namespace flashgen {
+
+// Function pointers to the driver entry points flashgen uses.
+struct CudaDriver {
+  CUresult (*cuInit)(unsigned int);
+  CUresult (*cuGetErrorString)(CUresult, const char**);
+  CUresult (*cuGetErrorName)(CUresult, const char**);
+  CUresult (*cuDriverGetVersion)(int*);
+  CUresult (*cuDeviceGet)(CUdevice*, int);
+  CUresult (*cuDeviceGetCount)(int*);
+  CUresult (*cuDeviceGetName)(char*, int, CUdevice);
+  CUresult (*cuDeviceGetAttribute)(int*, CUdevice_attribute, CUdevice);
+  CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice);
+  CUresult (*cuCtxGetCurrent)(CUcontext*);
+  CUresult (*cuCtxSetCurrent)(CUcontext);
+  CUresult (*cuCtxGetDevice)(CUdevice*);
+  CUresult (*cuModuleLoadData)(CUmodule*, const void*);
+  CUresult (*cuModuleUnload)(CUmodule);
+  CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*);
+  CUresult (*cuFuncSetAttribute)(CUfunction, CUfunction_attribute, int);
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             CUstream, void**, void**);
+  CUresult (*cuMemAlloc)(CUdeviceptr*, size_t);
+  CUresult (*cuMemFree)(CUdeviceptr);
+  CUresult (*cuMemAllocAsync)(CUdeviceptr*, size_t, CUstream);
+  CUresult (*cuMemFreeAsync)(CUdeviceptr, CUstream);
+  CUresult (*cuMemsetD32Async)(CUdeviceptr, unsigned int, size_t, CUstream);
+  CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void*, size_t);
+  CUresult (*cuMemcpyDtoH)(void*, CUdeviceptr, size_t);
+  CUresult (*cuMemGetInfo)(size_t*, size_t*);
+  CUresult (*cuPointerGetAttribute)(void*, CUpointer_attribute, CUdeviceptr);
+  CUresult (*cuStreamSynchronize)(CUstream);
+  CUresult (*cuCtxSynchronize)();
+  CUresult (*cuEventCreate)(CUevent*, unsigned int);
+  CUresult (*cuEventDestroy)(CUevent);
+  CUresult (*cuEventRecord)(CUevent, CUstream);
+  CUresult (*cuEventSynchronize)(CUevent);
+  CUresult (*cuEventElapsedTime)(float*, CUevent, CUevent);
+};
+
+// The loaded driver, initialised once (thread-safe). Throws Error(no_device) with a
+// clear message when libcuda cannot be loaded, cuInit fails, or no device exists.
+const CudaDriver& cuda_driver();
+
+// True when a driver and at least one device are present (never throws).
+bool cuda_available();
+
+// Throws Error(cuda_error) naming `what` (and `context`, e.g. a kernel URI) unless r == CUDA_SUCCESS.
+// CUDA_ERROR_OUT_OF_MEMORY becomes Status::out_of_memory.
+void check_cuda(CUresult r, const char* what, const std::string& context = {});
+
+// Makes the primary context of `device` current on this thread if no context is current.
+CUcontext ensure_context(int device);
+
+}  // namespace flashgen

@@ -1,0 +1,28 @@
+// The GPU backend: picks kernel specs for a problem, gets them from the cache
+// (compiling on a miss), and launches them on the caller's stream.
+#pragma once
+
+#include <cuda.h>
+
+#include <vector>
+
+#include "compiler/kernel_spec.h"
+#include "flashgen/flashgen.hpp"
+#include "runtime/kernel_cache.h"
+#include "runtime/validate.h"
+
+namespace flashgen {
+
+// The target arch of a device (sm_90a for Hopper, else sm_XY).
+Arch device_arch(int device);
+
+// The kernel specs (in launch order) that forward / backward use for a problem on arch.
+std::vector<KernelSpec> forward_specs(const Problem& p, Arch arch);
+std::vector<KernelSpec> backward_specs(const Problem& p, Arch arch);
+
+std::size_t gpu_backward_workspace_bytes(const Problem& p, Arch arch);
+
+void gpu_forward(KernelCache& cache, const ForwardArgs& args, const Problem& p, CUstream stream);
+void gpu_backward(KernelCache& cache, const BackwardArgs& args, const Problem& p, CUstream stream);
+
+}  // namespace flashgen

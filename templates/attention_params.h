@@ -1,0 +1,47 @@
+// The kernel parameter block shared by host (runtime/) and device (templates/).
+// Plain C types only: this header is compiled by g++ and by NVRTC alike, and its
+// layout is the ABI between the launcher and every generated kernel.
+#ifndef FLASHGEN_ATTENTION_PARAMS_H
+#define FLASHGEN_ATTENTION_PARAMS_H
+
+// Strides are in elements. Row = one sequence position.
+struct FlashStrides {
+  long long batch;
+  long long row;
+  long long head;
+};
+
+struct FlashAttentionParams {
+  // Forward inputs/outputs (also read by backward).
+  const void* q;
+  const void* k;
+  const void* v;
+  void* o;
+  float* lse;  // (batch, heads_q, seqlen_q), contiguous
+  FlashStrides q_stride, k_stride, v_stride, o_stride;
+
+  // Backward.
+  const void* dout;
+  void* dq;
+  void* dk;
+  void* dv;
+  FlashStrides dout_stride, dq_stride, dk_stride, dv_stride;
+  float* dq_accum;  // fp32 (batch, heads_q, seqlen_q_rounded, head_dim_padded)
+  float* dsum;      // D = rowsum(dO * O), fp32 (batch, heads_q, seqlen_q_rounded)
+
+  int batch;
+  int seqlen_q;
+  int seqlen_k;
+  int seqlen_q_rounded;  // seqlen_q rounded up to the dq tile
+  int heads_q;
+  int heads_kv;
+  int head_dim;  // the real head dim; kernels are compiled for a padded one
+
+  float softmax_scale;
+  float scale_log2;  // softmax_scale * log2(e), or log2(e) when softcap is on
+  float softcap;     // cap value; 0 when off
+  int window_left;   // -1: unbounded
+  int window_right;  // -1: unbounded (causal sets it to 0)
+};
+
+#endif
