@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#define XXH_INLINE_ALL
 #include <xxhash.h>
 
 namespace flashgen {
@@ -63,37 +62,41 @@ int compute_capability(Arch a) { return a == Arch::sm_90a ? 90 : static_cast<int
 
 static bool is_pow2(int x) { return x > 0 && (x & (x - 1)) == 0; }
 
+template <typename... A>
+static void add(std::vector<std::string>& out, fmt::format_string<A...> f, A&&... a) {
+  out.push_back(fmt::format(f, std::forward<A>(a)...));
+}
+
 std::vector<std::string> KernelSpec::problems() const {
   std::vector<std::string> out;
-  auto bad = [&](auto&&... args) { out.push_back(fmt::format(std::forward<decltype(args)>(args)...)); };
 
   if (head_dim < 32 || head_dim > 256)
-    bad("head_dim: got {}, expected a value in 32..256", head_dim);
+    add(out, "head_dim: got {}, expected a value in 32..256", head_dim);
   if (dtype != DType::f16 && dtype != DType::bf16)
-    bad("dtype: got {}, expected fp16 or bf16 (fp32 runs on the CPU backend only)", to_string(dtype));
+    add(out, "dtype: got {}, expected fp16 or bf16 (fp32 runs on the CPU backend only)", to_string(dtype));
   if (warps < 1 || warps > 16 || !is_pow2(warps))
-    bad("warps: got {}, expected a power of two in 1..16", warps);
-  if (stages < 1 || stages > 4) bad("stages: got {}, expected 1..4", stages);
+    add(out, "warps: got {}, expected a power of two in 1..16", warps);
+  if (stages < 1 || stages > 4) add(out, "stages: got {}, expected 1..4", stages);
   if (block_m < 16 || block_m > 256 || block_m % 16 != 0)
-    bad("block_m: got {}, expected a multiple of 16 in 16..256", block_m);
+    add(out, "block_m: got {}, expected a multiple of 16 in 16..256", block_m);
   if (block_n < 16 || block_n > 256 || block_n % 16 != 0)
-    bad("block_n: got {}, expected a multiple of 16 in 16..256", block_n);
+    add(out, "block_n: got {}, expected a multiple of 16 in 16..256", block_n);
   if (!out.empty()) return out;  // the checks below assume sane values
 
   // The tensor-core passes split their tile across warps in 16-row slices.
   if (pass == Pass::fwd || pass == Pass::bwd_dq) {
     if (block_m % (16 * warps) != 0)
-      bad("block_m: got {} with {} warps, expected a multiple of 16*warps = {} (each warp owns 16-row slices)",
+      add(out, "block_m: got {} with {} warps, expected a multiple of 16*warps = {} (each warp owns 16-row slices)",
           block_m, warps, 16 * warps);
   }
   if (pass == Pass::bwd_dkdv) {
     if (block_n % (16 * warps) != 0)
-      bad("block_n: got {} with {} warps, expected a multiple of 16*warps = {} (each warp owns 16 key rows)",
+      add(out, "block_n: got {} with {} warps, expected a multiple of 16*warps = {} (each warp owns 16 key rows)",
           block_n, warps, 16 * warps);
   }
   const int smem = shared_memory_bytes();
   if (smem > max_shared_memory(arch))
-    bad("block_m/block_n/stages: the tile needs {} bytes of shared memory, more than {} allows ({} bytes)", smem,
+    add(out, "block_m/block_n/stages: the tile needs {} bytes of shared memory, more than {} allows ({} bytes)", smem,
         to_string(arch), max_shared_memory(arch));
   return out;
 }
