@@ -1,0 +1,32 @@
+// Which kernels run a problem: the heuristic table (and, once autotuning lands,
+// persisted winners). Shared by the runtime and the MLIR `--flash-select-kernels`
+// pass, so both pick the same specs for the same problem.
+#pragma once
+
+#include <vector>
+
+#include "compiler/kernel_spec.h"
+
+namespace flashgen {
+
+// What selection looks at: the code-changing options plus the sizes that steer tiling.
+struct ProblemKey {
+  int head_dim = 128;
+  DType dtype = DType::bf16;
+  bool causal = false;
+  bool window = false;
+  bool softcap = false;
+  bool deterministic = false;
+  long long batch = 1;
+  long long heads_q = 1;
+  long long heads_kv = 1;
+  long long seqlen_q = 0;
+  long long seqlen_k = 0;
+};
+
+// Kernels in launch order. Forward: {fwd}. Backward: {bwd_preprocess, bwd_dkdv,
+// bwd_dq_convert} or, deterministic, {bwd_preprocess, bwd_dkdv, bwd_dq}.
+std::vector<KernelSpec> select_forward_kernels(const ProblemKey& problem, Arch arch);
+std::vector<KernelSpec> select_backward_kernels(const ProblemKey& problem, Arch arch);
+
+}  // namespace flashgen
