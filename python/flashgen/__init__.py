@@ -1,0 +1,50 @@
+"""flashgen: exact attention (FlashAttention forward and backward) through kernels
+generated at run time, or flashgen's CPU backend.
+
+    flashgen.attention(q, k, v, ...)            PyTorch tensors (imports torch on first use)
+    flashgen.numpy.attention_forward(q, k, v)   numpy arrays on the CPU backend, no torch needed
+
+The runtime library (libflashgen.so) is found through $FLASHGEN_LIBRARY, next to
+this package, or in the repository's build directories; see _library.py.
+"""
+from ._library import configure, path as library_path, version as library_version
+from .errors import (
+    CompileError,
+    CudaError,
+    Error,
+    InvalidArgumentError,
+    NoDeviceError,
+    OutOfMemoryError,
+    UnsupportedError,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "attention",
+    "configure",
+    "library_path",
+    "library_version",
+    "numpy",
+    "Error",
+    "InvalidArgumentError",
+    "UnsupportedError",
+    "CompileError",
+    "CudaError",
+    "OutOfMemoryError",
+    "NoDeviceError",
+]
+
+
+def __getattr__(name):
+    # torch is imported only when the PyTorch API is first touched, so the numpy API
+    # and the library work where torch is not installed.
+    if name == "attention":
+        from .torch_op import attention
+
+        return attention
+    if name == "numpy":
+        from . import numpy
+
+        return numpy
+    raise AttributeError(f"module 'flashgen' has no attribute '{name}'")

@@ -1,0 +1,154 @@
+"""ctypes mirror of the C API in include/flashgen/flashgen.h.
+
+Every structure here matches its C counterpart field by field (tests/test_abi.py
+compiles the header and compares sizes and offsets), so a change to the header
+must be mirrored here.
+"""
+import ctypes
+import enum
+
+CPU = -1  # FLASHGEN_CPU: the device ordinal of host memory
+
+
+class Status(enum.IntEnum):
+    OK = 0
+    INVALID_ARGUMENT = 1
+    UNSUPPORTED = 2
+    COMPILE = 3
+    CUDA = 4
+    OUT_OF_MEMORY = 5
+    NO_DEVICE = 6
+    INTERNAL = 7
+
+
+class DType(enum.IntEnum):
+    F32 = 0
+    F16 = 1
+    BF16 = 2
+
+
+class Tensor(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("dtype", ctypes.c_int),  # a C enum: int-sized
+        ("device", ctypes.c_int32),
+        ("rank", ctypes.c_int32),
+        ("shape", ctypes.c_int64 * 4),
+        ("stride", ctypes.c_int64 * 4),
+    ]
+
+
+class AttentionOptions(ctypes.Structure):
+    _fields_ = [
+        ("softmax_scale", ctypes.c_float),
+        ("causal", ctypes.c_int32),
+        ("window_left", ctypes.c_int32),
+        ("window_right", ctypes.c_int32),
+        ("softcap", ctypes.c_float),
+        ("deterministic", ctypes.c_int32),
+    ]
+
+
+class ForwardArgs(ctypes.Structure):
+    _fields_ = [
+        ("q", Tensor),
+        ("k", Tensor),
+        ("v", Tensor),
+        ("o", Tensor),
+        ("lse", Tensor),
+        ("options", AttentionOptions),
+    ]
+
+
+class BackwardArgs(ctypes.Structure):
+    _fields_ = [
+        ("q", Tensor),
+        ("k", Tensor),
+        ("v", Tensor),
+        ("o", Tensor),
+        ("lse", Tensor),
+        ("dout", Tensor),
+        ("dq", Tensor),
+        ("dk", Tensor),
+        ("dv", Tensor),
+        ("options", AttentionOptions),
+        ("workspace", ctypes.c_void_p),
+        ("workspace_bytes", ctypes.c_size_t),
+    ]
+
+
+# void (*)(int32_t level, const char* message, void* user_data)
+LogFn = ctypes.CFUNCTYPE(None, ctypes.c_int32, ctypes.c_char_p, ctypes.c_void_p)
+
+
+class RuntimeOptions(ctypes.Structure):
+    _fields_ = [
+        ("cache_dir", ctypes.c_char_p),
+        ("autotune", ctypes.c_int32),
+        ("cpu_threads", ctypes.c_int32),
+        ("log", LogFn),
+        ("log_user_data", ctypes.c_void_p),
+    ]
+
+
+RuntimeHandle = ctypes.c_void_p  # flashgen_runtime*, opaque
+
+
+def declare(lib):
+    """Sets argument and result types of every C API function on a loaded library."""
+    p = ctypes.POINTER
+    signatures = {
+        "flashgen_version": ([], ctypes.c_char_p),
+        "flashgen_status_string": ([ctypes.c_int], ctypes.c_char_p),
+        "flashgen_last_error": ([], ctypes.c_char_p),
+        "flashgen_attention_options_init": ([p(AttentionOptions)], None),
+        "flashgen_runtime_options_init": ([p(RuntimeOptions)], None),
+        "flashgen_tensor_contiguous": (
+            [p(Tensor), ctypes.c_void_p, ctypes.c_int, ctypes.c_int32, ctypes.c_int32, p(ctypes.c_int64)],
+            None,
+        ),
+        "flashgen_runtime_create": ([p(RuntimeOptions), p(RuntimeHandle)], ctypes.c_int),
+        "flashgen_runtime_destroy": ([RuntimeHandle], None),
+        "flashgen_forward": ([RuntimeHandle, p(ForwardArgs), ctypes.c_void_p], ctypes.c_int),
+        "flashgen_backward": ([RuntimeHandle, p(BackwardArgs), ctypes.c_void_p], ctypes.c_int),
+        "flashgen_backward_workspace_bytes": (
+            [RuntimeHandle, p(BackwardArgs), p(ctypes.c_size_t)],
+            ctypes.c_int,
+        ),
+    }
+    for name, (argtypes, restype) in signatures.items():
+        fn = getattr(lib, name)
+        fn.argtypes = argtypes
+        fn.restype = restype
+    return lib
+
+
+def tensor(name, data_ptr, dtype, device, shape, strides):
+    """A borrowed flashgen_tensor view of argument `name`; strides in elements."""
+    if len(shape) > 4:
+        raise ValueError(f"{name}: rank is {len(shape)}, expected 4 (batch, seqlen, heads, head_dim) or 3 for lse")
+    t = Tensor()
+    t.data = data_ptr
+    t.dtype = int(dtype)
+    t.device = int(device)
+    t.rank = len(shape)
+    for i, (n, s) in enumerate(zip(shape, strides)):
+        t.shape[i] = int(n)
+        t.stride[i] = int(s)
+    return t
+
+
+def options(softmax_scale, causal, window_size, softcap, deterministic):
+    """flashgen_attention_options; softmax_scale None means 1/sqrt(head_dim) (NaN in C)."""
+    left, right = window_size
+    for name, value in (("window_left", left), ("window_right", right)):
+        if not -(2**31) <= int(value) < 2**31:
+            raise ValueError(f"options.{name}: is {value}, expected -1 (unbounded) or >= 0 that fits in int32")
+    return AttentionOptions(
+        softmax_scale=float("nan") if softmax_scale is None else float(softmax_scale),
+        causal=int(bool(causal)),
+        window_left=int(left),
+        window_right=int(right),
+        softcap=float(softcap),
+        deterministic=int(bool(deterministic)),
+    )

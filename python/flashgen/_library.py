@@ -1,0 +1,120 @@
+"""Finds, loads and holds the flashgen runtime library (libflashgen.so).
+
+Lookup order: $FLASHGEN_LIBRARY; a libflashgen.so installed next to this
+package; the repository's build directories (build/ first, then build-*/ newest
+first), for use straight from a checkout; the system's library path. The library
+is loaded on first use, so `import flashgen` works where it is absent.
+"""
+import ctypes
+import ctypes.util
+import os
+import pathlib
+import threading
+
+from . import _capi
+from .errors import error_for
+
+_LIBRARY_NAME = "libflashgen.so"
+_lock = threading.RLock()  # runtime() reports errors through library()
+_lib = None
+_runtime = None
+_runtime_settings = {}  # configure()'s overrides of flashgen_runtime_options_init's defaults
+
+
+def candidates(environ=os.environ, package_dir=pathlib.Path(__file__).resolve().parent):
+    """Paths to try, in order; the first that exists wins."""
+    if environ.get("FLASHGEN_LIBRARY"):
+        return [pathlib.Path(environ["FLASHGEN_LIBRARY"])]
+    paths = [package_dir / _LIBRARY_NAME]
+    repo = package_dir.parent.parent
+    builds = sorted(repo.glob("build-*/runtime/" + _LIBRARY_NAME), key=_mtime, reverse=True)
+    paths += [repo / "build" / "runtime" / _LIBRARY_NAME, *builds]
+    return paths
+
+
+def _mtime(path):
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def locate(environ=os.environ, package_dir=pathlib.Path(__file__).resolve().parent):
+    """The path (or system name) of the library to load; raises OSError naming what was tried."""
+    tried = candidates(environ, package_dir)
+    if environ.get("FLASHGEN_LIBRARY"):
+        if not tried[0].is_file():
+            raise OSError(f"FLASHGEN_LIBRARY is '{tried[0]}', which is not a file; expected the path of {_LIBRARY_NAME}")
+        return str(tried[0])
+    for path in tried:
+        if path.is_file():
+            return str(path)
+    system = ctypes.util.find_library("flashgen")
+    if system:
+        return system
+    listing = ", ".join(str(p) for p in tried)
+    raise OSError(
+        f"flashgen: cannot find {_LIBRARY_NAME} (tried {listing} and the system library path); "
+        "build it (scripts/build.sh) or set FLASHGEN_LIBRARY to its path"
+    )
+
+
+def library():
+    """The loaded library with every C API function declared."""
+    global _lib
+    with _lock:
+        if _lib is None:
+            _lib = _capi.declare(ctypes.CDLL(locate()))
+        return _lib
+
+
+def configure(cache_dir=None, autotune=None, cpu_threads=None):
+    """Options of the process-wide runtime; call before the first attention call.
+
+    None keeps the library's default. cache_dir: kernel cache directory.
+    autotune: 0 off, 1 cached, 2 startup, 3 full. cpu_threads: CPU backend threads (0: all cores).
+    """
+    with _lock:
+        if _runtime is not None:
+            raise RuntimeError("flashgen.configure: the runtime already exists; call configure before the first attention call")
+        settings = {"cache_dir": None if cache_dir is None else os.fsencode(cache_dir),
+                    "autotune": autotune, "cpu_threads": cpu_threads}
+        _runtime_settings.clear()
+        _runtime_settings.update({k: v for k, v in settings.items() if v is not None})
+
+
+def runtime():
+    """The process-wide flashgen_runtime handle, created on first use.
+
+    It lives until the process exits: destroying it from an atexit hook could run
+    after the CUDA driver has been torn down.
+    """
+    global _runtime
+    lib = library()
+    with _lock:
+        if _runtime is None:
+            options = _capi.RuntimeOptions()
+            lib.flashgen_runtime_options_init(ctypes.byref(options))
+            for name, value in _runtime_settings.items():
+                setattr(options, name, value)
+            handle = _capi.RuntimeHandle()
+            check(lib.flashgen_runtime_create(ctypes.byref(options), ctypes.byref(handle)))
+            _runtime = handle
+        return _runtime
+
+
+def check(status):
+    """Raises the matching flashgen error for a non-zero status, with flashgen_last_error()."""
+    if status != _capi.Status.OK:
+        message = library().flashgen_last_error()
+        raise error_for(status, message.decode(errors="replace") if message else "(no message)")
+
+
+def version():
+    """The runtime library's version, "MAJOR.MINOR.PATCH"."""
+    return library().flashgen_version().decode()
+
+
+def path():
+    """The file the runtime library was loaded from."""
+    return library()._name

@@ -1,0 +1,235 @@
+"""flashgen.attention for PyTorch: custom operators with fake (shape) and autograd rules.
+
+Two operators, flashgen::forward and flashgen::backward, registered through
+torch.library.custom_op so torch.compile(fullgraph=True) traces them as
+opaque nodes. CPU tensors run on the CPU backend; CUDA tensors run generated
+kernels on torch.cuda.current_stream(), with no synchronisation.
+"""
+import ctypes
+import math
+
+import torch
+
+from . import _capi, _library
+
+_DTYPES = {torch.float32: _capi.DType.F32, torch.float16: _capi.DType.F16, torch.bfloat16: _capi.DType.BF16}
+
+
+def _readable(t):
+    """`t`, or a copy when its last dimension is not contiguous (flashgen requires stride 1 there)."""
+    return t if t.dim() == 0 or t.size(-1) <= 1 or t.stride(-1) == 1 else t.contiguous()
+
+
+def _dtype_code(name, t):
+    code = _DTYPES.get(t.dtype)
+    if code is None:
+        raise TypeError(f"{name}: dtype is {t.dtype}, expected torch.float16 or torch.bfloat16 (or torch.float32 on the CPU)")
+    return code
+
+
+def _view(name, t):
+    """A flashgen_tensor borrowing `t`'s memory (the caller keeps `t` alive)."""
+    code = _dtype_code(name, t)
+    strides = list(t.stride())
+    if t.dim() and t.size(-1) == 1:
+        strides[-1] = 1  # a size-1 dimension's stride is irrelevant; flashgen wants 1 here
+    if t.device.type not in ("cpu", "cuda"):
+        raise ValueError(f"{name}: device is {t.device}, expected a CPU or CUDA tensor")
+    device = _capi.CPU if t.device.type == "cpu" else t.device.index
+    return _capi.tensor(name, t.data_ptr(), code, device, t.shape, strides)
+
+
+def _check_dtypes(**tensors):
+    """Each dtype is one flashgen takes, and all are the first one's."""
+    names = list(tensors)
+    for name in names:
+        _dtype_code(name, tensors[name])
+    first = tensors[names[0]]
+    for name in names[1:]:
+        if tensors[name].dtype != first.dtype:
+            raise TypeError(f"{name}: dtype is {tensors[name].dtype}, expected {first.dtype} like {names[0]}")
+
+
+def _stream(t):
+    """The stream flashgen launches on: PyTorch's current stream of t's device (None on the CPU)."""
+    if t.device.type != "cuda":
+        return None
+    return ctypes.c_void_p(torch.cuda.current_stream(t.device).cuda_stream)
+
+
+def _options(softmax_scale, causal, window_left, window_right, softcap, deterministic):
+    # softmax_scale 0 is the operators' "default" (1/sqrt(head_dim)); NaN would not survive graph capture.
+    scale = None if softmax_scale == 0.0 else softmax_scale
+    return _capi.options(scale, causal, (window_left, window_right), softcap, deterministic)
+
+
+def _lse_shape(q):
+    return (q.size(0), q.size(2), q.size(1)) if q.dim() == 4 else (1, 1, 1)
+
+
+@torch.library.custom_op("flashgen::forward", mutates_args=())
+def forward_op(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    softmax_scale: float,
+    causal: bool,
+    window_left: int,
+    window_right: int,
+    softcap: float,
+    deterministic: bool,
+    return_lse: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Returns (o, lse). softmax_scale 0 means 1/sqrt(head_dim); return_lse only matters to autograd."""
+    q, k, v = _readable(q), _readable(k), _readable(v)
+    _check_dtypes(q=q, k=k, v=v)
+    o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    lse = torch.empty(_lse_shape(q), dtype=torch.float32, device=q.device)
+    args = _capi.ForwardArgs(
+        q=_view("q", q),
+        k=_view("k", k),
+        v=_view("v", v),
+        o=_view("o", o),
+        lse=_view("lse", lse),
+        options=_options(softmax_scale, causal, window_left, window_right, softcap, deterministic),
+    )
+    lib = _library.library()
+    _library.check(lib.flashgen_forward(_library.runtime(), ctypes.byref(args), _stream(q)))
+    return o, lse
+
+
+@forward_op.register_fake
+def _forward_fake(q, k, v, softmax_scale, causal, window_left, window_right, softcap, deterministic, return_lse):
+    o = q.new_empty(q.shape)
+    lse = q.new_empty(_lse_shape(q), dtype=torch.float32)
+    return o, lse
+
+
+@torch.library.custom_op("flashgen::backward", mutates_args=())
+def backward_op(
+    dout: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    o: torch.Tensor,
+    lse: torch.Tensor,
+    softmax_scale: float,
+    causal: bool,
+    window_left: int,
+    window_right: int,
+    softcap: float,
+    deterministic: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Returns (dq, dk, dv) of forward_op's o, in the input dtype."""
+    dout, q, k, v, o = (_readable(t) for t in (dout, q, k, v, o))
+    lse = lse.contiguous()
+    _check_dtypes(q=q, k=k, v=v, o=o, dout=dout)
+    dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    dk = torch.empty(k.shape, dtype=k.dtype, device=k.device)
+    dv = torch.empty(v.shape, dtype=v.dtype, device=v.device)
+    args = _capi.BackwardArgs(
+        q=_view("q", q),
+        k=_view("k", k),
+        v=_view("v", v),
+        o=_view("o", o),
+        lse=_view("lse", lse),
+        dout=_view("dout", dout),
+        dq=_view("dq", dq),
+        dk=_view("dk", dk),
+        dv=_view("dv", dv),
+        options=_options(softmax_scale, causal, window_left, window_right, softcap, deterministic),
+        workspace=None,
+        workspace_bytes=0,
+    )
+    lib = _library.library()
+    runtime = _library.runtime()
+    workspace = _workspace(lib, runtime, args, q.device)
+    _library.check(lib.flashgen_backward(runtime, ctypes.byref(args), _stream(q)))
+    del workspace  # freed in stream order by PyTorch's caching allocator
+    return dq, dk, dv
+
+
+def _workspace(lib, runtime, args, device):
+    """Backward's device workspace from PyTorch's allocator (not flashgen's own stream-ordered pool)."""
+    if device.type != "cuda":
+        return None
+    size = ctypes.c_size_t(0)
+    _library.check(lib.flashgen_backward_workspace_bytes(runtime, ctypes.byref(args), ctypes.byref(size)))
+    if size.value == 0:
+        return None
+    buffer = torch.empty(size.value, dtype=torch.uint8, device=device)
+    args.workspace = buffer.data_ptr()
+    args.workspace_bytes = size.value
+    return buffer
+
+
+@backward_op.register_fake
+def _backward_fake(dout, q, k, v, o, lse, softmax_scale, causal, window_left, window_right, softcap, deterministic):
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+
+def _setup_context(ctx, inputs, output):
+    q, k, v, softmax_scale, causal, window_left, window_right, softcap, deterministic, return_lse = inputs
+    o, lse = output
+    ctx.save_for_backward(q, k, v, o, lse)
+    ctx.options = (softmax_scale, causal, window_left, window_right, softcap, deterministic)
+    ctx.return_lse = return_lse
+
+
+def _backward(ctx, dout, dlse):
+    q, k, v, o, lse = ctx.saved_tensors
+    dq, dk, dv = backward_op(dout, q, k, v, o, lse, *ctx.options)
+    if ctx.return_lse and dlse is not None:
+        dq_lse, dk_lse = _lse_gradient(q, k, v, lse, dlse, ctx.options)
+        dq, dk = dq + dq_lse, dk + dk_lse
+    return dq, dk, dv, None, None, None, None, None, None, None
+
+
+def _lse_gradient(q, k, v, lse, dlse, options):
+    """dq, dk of sum(dlse * lse), through flashgen's backward.
+
+    d lse_i / d s_ij = P_ij, so this is the backward with dS = P * dlse. The backward
+    computes dS = P * (dP - D) with dP = dout v^T and D = rowsum(dout * o); with
+    v = ones, dout = (dlse, 0, ..., 0) per row and o = 0 that is dP = dlse, D = 0.
+    """
+    ones = torch.ones_like(v)
+    zeros = torch.zeros_like(q)
+    dout = torch.zeros_like(q)
+    dout[..., 0] = dlse.transpose(1, 2).to(q.dtype)
+    dq, dk, _ = backward_op(dout, q, k, ones, zeros, lse, *options)
+    return dq, dk
+
+
+forward_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+def attention(
+    q,
+    k,
+    v,
+    softmax_scale=None,
+    causal=False,
+    window_size=(-1, -1),
+    softcap=0.0,
+    deterministic=False,
+    return_lse=False,
+):
+    """Exact attention (FlashAttention-2's call) on (batch, seqlen, heads, head_dim) tensors.
+
+    q: (batch, seqlen_q, heads_q, head_dim); k, v: (batch, seqlen_k, heads_kv, head_dim)
+    with heads_q % heads_kv == 0 (GQA/MQA). softmax_scale defaults to
+    1/sqrt(head_dim); causal with seqlen_q != seqlen_k is aligned bottom-right;
+    window_size (left, right), -1 unbounded; softcap 0 is off; deterministic makes
+    the backward bitwise reproducible. Returns o, or (o, lse) with lse float32
+    (batch, heads_q, seqlen_q). Differentiable in q, k, v (and through lse).
+    """
+    if softmax_scale is None:
+        softmax_scale = 0.0
+    elif not (math.isfinite(softmax_scale) and softmax_scale > 0):
+        raise ValueError(f"softmax_scale: is {softmax_scale}, expected a finite value > 0 (or None for 1/sqrt(head_dim))")
+    window_left, window_right = window_size
+    o, lse = forward_op(
+        q, k, v, float(softmax_scale), bool(causal), int(window_left), int(window_right), float(softcap),
+        bool(deterministic), bool(return_lse),
+    )
+    return (o, lse) if return_lse else o

@@ -1,0 +1,257 @@
+"""flashgen.attention (PyTorch custom operator) against F.scaled_dot_product_attention.
+
+Skipped where torch is not installed (the CI machine); the CUDA tests run where
+a GPU is present. The reference is SDPA in float64 on the CPU; the baseline of
+FlashAttention's rule is SDPA in the input dtype on the same device.
+"""
+import unittest
+
+import support
+from reference import allowed_keys
+
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError:
+    torch = None
+    print("flashgen-test: skipping: torch is not installed")
+
+if torch is not None:
+    import flashgen
+
+    DTYPE_NAMES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
+    HAS_CUDA = torch.cuda.is_available()
+else:
+    HAS_CUDA = False
+
+# (batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim) and options; no row is left
+# without keys (SDPA returns NaN there; that case has its own test).
+CASES = {
+    "plain": ((2, 37, 53, 4, 4, 64), {}),
+    "causal_square": ((2, 65, 65, 2, 2, 64), {"causal": True}),
+    "causal_more_keys": ((1, 33, 97, 4, 2, 128), {"causal": True}),
+    "gqa": ((2, 41, 41, 6, 2, 64), {}),
+    "mqa_causal": ((1, 77, 77, 4, 1, 32), {"causal": True}),
+    "window": ((1, 90, 90, 2, 2, 64), {"window_size": (17, 5)}),
+    "explicit_scale": ((1, 19, 23, 2, 2, 96), {"softmax_scale": 0.3}),
+}
+
+
+def sdpa(q, k, v, causal=False, window_size=(-1, -1), softmax_scale=None):
+    """SDPA on (batch, seqlen, heads, head_dim) tensors, GQA by repeating kv heads,
+    causal and windows aligned bottom-right through an explicit mask."""
+    group = q.size(2) // k.size(2)
+    qt = q.transpose(1, 2)
+    kt = k.repeat_interleave(group, dim=2).transpose(1, 2)
+    vt = v.repeat_interleave(group, dim=2).transpose(1, 2)
+    seqlen_q, seqlen_k = q.size(1), k.size(1)
+    if tuple(window_size) == (-1, -1) and (not causal or seqlen_q == seqlen_k):
+        o = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal, scale=softmax_scale)
+    else:
+        mask = torch.from_numpy(allowed_keys(seqlen_q, seqlen_k, causal, window_size)).to(q.device)
+        o = F.scaled_dot_product_attention(qt, kt, vt, attn_mask=mask, scale=softmax_scale)
+    return o.transpose(1, 2)
+
+
+def to_numpy(t):
+    return t.detach().to(device="cpu", dtype=torch.float64).numpy()
+
+
+@unittest.skipIf(torch is None, "torch is not installed")
+class TorchTestCase(support.SeededTestCase):
+    def setUp(self):
+        super().setUp()
+        self.generator = torch.Generator().manual_seed(self.seed)
+
+    def randn(self, shape, dtype=None, device="cpu"):
+        values = torch.randn(shape, generator=self.generator, dtype=torch.float64)
+        return values.to(device=device, dtype=dtype or torch.float32)
+
+    def qkv(self, batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim, dtype=None, device="cpu"):
+        return (
+            self.randn((batch, seqlen_q, heads_q, head_dim), dtype, device),
+            self.randn((batch, seqlen_k, heads_kv, head_dim), dtype, device),
+            self.randn((batch, seqlen_k, heads_kv, head_dim), dtype, device),
+        )
+
+    def outputs_and_gradients(self, fn, q, k, v, dout):
+        q, k, v = (t.detach().clone().requires_grad_() for t in (q, k, v))
+        o = fn(q, k, v)
+        o.backward(dout)
+        return o, q.grad, k.grad, v.grad
+
+    def check_against_sdpa(self, case, q, k, v, options):
+        """o, dq, dk, dv of flashgen vs SDPA by FlashAttention's rule."""
+        dout = self.randn(q.shape, q.dtype, q.device)
+        got = self.outputs_and_gradients(lambda q, k, v: flashgen.attention(q, k, v, **options), q, k, v, dout)
+        exact = self.outputs_and_gradients(
+            lambda q, k, v: sdpa(q, k, v, **options),
+            *(t.detach().to("cpu", torch.float64) for t in (q, k, v, dout)),
+        )
+        same = self.outputs_and_gradients(lambda q, k, v: sdpa(q, k, v, **options), q, k, v, dout)
+        for name, g, e, s in zip(("o", "dq", "dk", "dv"), got, exact, same):
+            self.assertEqual(g.dtype, q.dtype, f"{case} {name} dtype")
+            self.assertEqual(tuple(g.shape), tuple(e.shape), f"{case} {name} shape")
+            self.assert_by_rule(f"{case} {name}", to_numpy(g), to_numpy(e), to_numpy(s), DTYPE_NAMES[q.dtype])
+
+
+class CpuTest(TorchTestCase):
+    def run_cases(self, dtype):
+        for case, (shape, options) in CASES.items():
+            with self.subTest(case=case):
+                self.check_against_sdpa(case, *self.qkv(*shape, dtype=dtype), options)
+
+    def test_float32(self):
+        self.run_cases(torch.float32)
+
+    def test_float16(self):
+        self.run_cases(torch.float16)
+
+    def test_bfloat16(self):
+        self.run_cases(torch.bfloat16)
+
+    def test_strided_inputs(self):
+        qkv = self.randn((2, 29, 3, 4, 32))  # a packed projection, as models produce it
+        q, k, v = qkv.unbind(dim=2)
+        self.check_against_sdpa("packed_qkv", q, k, v, {"causal": True})
+        q_bhsd = self.randn((2, 4, 29, 32)).transpose(1, 2)
+        self.check_against_sdpa("transposed_q", q_bhsd, k, v, {})
+
+    def test_lse_and_its_gradient(self):
+        q, k, v = self.qkv(1, 23, 31, 4, 2, 16)
+        w_o, w_lse = self.randn(q.shape), self.randn((1, 4, 23))
+
+        def loss(o, lse):
+            return (o * w_o).sum() + (lse * w_lse).sum()
+
+        leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+        o, lse = flashgen.attention(*leaves, causal=True, return_lse=True)
+        self.assertEqual((lse.dtype, tuple(lse.shape)), (torch.float32, (1, 4, 23)))
+        loss(o, lse).backward()
+
+        exact_leaves = [t.to(torch.float64).requires_grad_() for t in (q, k, v)]
+        eq, ek, ev = exact_leaves
+        ek, ev = ek.repeat_interleave(2, dim=2), ev.repeat_interleave(2, dim=2)
+        scores = torch.einsum("bihd,bjhd->bhij", eq, ek) / 4.0
+        mask = torch.from_numpy(allowed_keys(23, 31, True, (-1, -1)))
+        scores = scores.masked_fill(~mask, float("-inf"))
+        exact_lse = torch.logsumexp(scores, dim=-1)
+        exact_o = torch.einsum("bhij,bjhd->bihd", torch.softmax(scores, dim=-1), ev)
+        loss(exact_o, exact_lse).backward()
+
+        self.assert_by_rule("lse", to_numpy(lse), to_numpy(exact_lse), to_numpy(exact_lse), "float32")
+        for name, g, e in zip(("dq", "dk", "dv"), leaves, exact_leaves):
+            self.assert_by_rule(f"{name} with lse", to_numpy(g.grad), to_numpy(e.grad), to_numpy(e.grad), "float32")
+
+    def test_rows_without_keys(self):
+        q, k, v = self.qkv(1, 20, 12, 2, 2, 16)  # causal, bottom-right: rows 0..7 see no key
+        q, k, v = (t.requires_grad_() for t in (q, k, v))
+        o, lse = flashgen.attention(q, k, v, causal=True, return_lse=True)
+        self.assertTrue(torch.all(o[:, :8] == 0) and torch.all(lse[:, :, :8] == float("-inf")), self.where())
+        o.sum().backward()
+        self.assertTrue(torch.all(q.grad[:, :8] == 0), self.where())
+        for t in (q, k, v):
+            self.assertTrue(torch.isfinite(t.grad).all(), self.where())
+
+    def test_gradcheck_float32(self):
+        # The C API has no float64: finite differences in float32 with tolerances to match.
+        q, k, v = (t.requires_grad_() for t in self.qkv(1, 6, 7, 2, 1, 4))
+
+        def fn(q, k, v):
+            return flashgen.attention(q, k, v, causal=True, softcap=2.0, return_lse=True)
+
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # gradcheck warns about non-float64 inputs
+            self.assertTrue(torch.autograd.gradcheck(fn, (q, k, v), eps=3e-3, atol=2e-3, rtol=2e-3))
+
+    def test_opcheck(self):
+        q, k, v = (t.requires_grad_() for t in self.qkv(1, 9, 11, 2, 1, 16))
+        args = (q, k, v, 0.0, True, -1, -1, 0.0, False, True)
+        torch.library.opcheck(torch.ops.flashgen.forward.default, args)
+        o, lse = torch.ops.flashgen.forward(*(a.detach() if torch.is_tensor(a) else a for a in args))
+        dout = self.randn(o.shape)
+        torch.library.opcheck(torch.ops.flashgen.backward.default,
+                              (dout, q.detach(), k.detach(), v.detach(), o, lse, 0.0, True, -1, -1, 0.0, False))
+
+    def test_errors_carry_flashgens_message(self):
+        q, k, v = self.qkv(1, 5, 5, 3, 2, 16)
+        with self.assertRaisesRegex(ValueError, r"k: shape\[2\] \(heads_kv\) is 2"):
+            flashgen.attention(q, k, v)
+        q, k, v = self.qkv(1, 5, 5, 2, 2, 16)
+        with self.assertRaisesRegex(TypeError, "q: dtype is torch.float64"):
+            flashgen.attention(q.double(), k, v)
+        with self.assertRaisesRegex(TypeError, "k: dtype is torch.float16"):
+            flashgen.attention(q, k.half(), v)
+        with self.assertRaisesRegex(ValueError, "window_left"):
+            flashgen.attention(q, k, v, window_size=(-3, 0))
+        with self.assertRaisesRegex(ValueError, "softmax_scale"):
+            flashgen.attention(q, k, v, softmax_scale=-1.0)
+
+
+class CompileTest(TorchTestCase):
+    def check_compiled_matches_eager(self, dtype, device):
+        q, k, v = self.qkv(2, 64, 64, 4, 2, 64, dtype, device)
+        w = self.randn(q.shape, dtype, device)
+
+        def step(q, k, v):
+            o, lse = flashgen.attention(q, k, v, causal=True, return_lse=True)
+            return (o.float() * w.float()).sum() + lse.sum()
+
+        compiled = torch.compile(step, fullgraph=True)
+        results = []
+        for fn in (step, compiled):
+            leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+            loss = fn(*leaves)
+            loss.backward()
+            results.append([loss] + [t.grad for t in leaves])
+        for name, eager, traced in zip(("loss", "dq", "dk", "dv"), *results):
+            torch.testing.assert_close(traced, eager, rtol=2e-2, atol=2e-2, msg=lambda m: f"{name}: {m} {self.where()}")
+
+    def test_compile_fullgraph_cpu(self):
+        self.check_compiled_matches_eager(torch.float32, "cpu")
+
+    @unittest.skipUnless(HAS_CUDA, "no CUDA device")
+    def test_compile_fullgraph_cuda(self):
+        self.check_compiled_matches_eager(torch.bfloat16, "cuda")
+
+
+@unittest.skipUnless(HAS_CUDA, "no CUDA device")
+class CudaTest(TorchTestCase):
+    def run_cases(self, dtype):
+        for case, (shape, options) in CASES.items():
+            with self.subTest(case=case):
+                self.check_against_sdpa(case, *self.qkv(*shape, dtype=dtype, device="cuda"), options)
+
+    def test_float16(self):
+        self.run_cases(torch.float16)
+
+    def test_bfloat16(self):
+        self.run_cases(torch.bfloat16)
+
+    def test_packed_qkv(self):
+        qkv = self.randn((2, 131, 3, 8, 128), torch.bfloat16, "cuda")
+        q, k, v = qkv.unbind(dim=2)
+        self.check_against_sdpa("packed_qkv", q, k, v, {"causal": True})
+
+    def test_runs_on_the_current_stream(self):
+        q, k, v = self.qkv(2, 256, 256, 4, 4, 64, torch.bfloat16, "cuda")
+        expected = flashgen.attention(q, k, v, causal=True)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            # Inputs written on the side stream just before: reading them on another stream would race.
+            q2, k2, v2 = q * 1, k * 1, v * 1
+            got = flashgen.attention(q2, k2, v2, causal=True)
+        torch.cuda.current_stream().wait_stream(side)
+        torch.testing.assert_close(got, expected, rtol=0, atol=0)
+
+    def test_float32_is_unsupported_on_cuda(self):
+        q, k, v = self.qkv(1, 8, 8, 2, 2, 64, torch.float32, "cuda")
+        with self.assertRaisesRegex(NotImplementedError, "fp32"):
+            flashgen.attention(q, k, v)
+
+
+if __name__ == "__main__":
+    unittest.main()
