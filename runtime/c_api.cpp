@@ -1,3 +1,232 @@
-// Placeholder until its owner lands the implementation.
+// The C ABI (flashgen.h) over the C++ runtime: converts the C structs, and turns every
+// exception into a status plus a thread-local message so nothing crosses the boundary.
 #include "flashgen/flashgen.h"
-extern "C" const char* flashgen_version(void) { return FLASHGEN_VERSION_STRING; }
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <new>
+#include <string>
+
+#include "flashgen/flashgen.hpp"
+#include "runtime/c_api.h"
+
+struct flashgen_runtime {
+  explicit flashgen_runtime(flashgen::RuntimeOptions options) : runtime(std::move(options)) {}
+  flashgen::Runtime runtime;
+};
+
+namespace {
+
+using flashgen::Error;
+using flashgen::Status;
+
+static_assert(static_cast<int>(Status::internal) == FLASHGEN_ERROR_INTERNAL, "status codes are the C ABI's");
+static_assert(sizeof(flashgen_dtype) == sizeof(std::int32_t), "flashgen_tensor.dtype is a 32-bit field for FFI");
+
+std::string& last_error() {
+  thread_local std::string message;
+  return message;
+}
+
+flashgen_status record(flashgen_status status, const char* message) noexcept {
+  try {
+    last_error() = message;
+  } catch (...) {
+    last_error().clear();  // no memory for the message: the status still tells what happened
+  }
+  return status;
+}
+
+template <typename T>
+void require(const T* p, const char* name, const char* expected) {
+  if (p == nullptr) throw Error(Status::invalid_argument, fmt::format("{}: is null, expected {}", name, expected));
+}
+
+flashgen::Tensor to_cpp(const flashgen_tensor& t) {
+  std::int32_t dtype = 0;  // read as an integer: FFI callers may pass any value, validation names it
+  std::memcpy(&dtype, &t.dtype, sizeof dtype);
+  flashgen::Tensor out;
+  out.data = t.data;
+  out.dtype = static_cast<flashgen::DType>(dtype);
+  out.device = t.device;
+  out.rank = t.rank;
+  for (int i = 0; i < 4; ++i) {
+    out.shape[i] = t.shape[i];
+    out.stride[i] = t.stride[i];
+  }
+  return out;
+}
+
+flashgen::AttentionOptions to_cpp(const flashgen_attention_options& o) {
+  flashgen::AttentionOptions out;
+  out.softmax_scale = o.softmax_scale;
+  out.causal = o.causal != 0;
+  out.window_left = o.window_left;
+  out.window_right = o.window_right;
+  out.softcap = o.softcap;
+  out.deterministic = o.deterministic != 0;
+  return out;
+}
+
+flashgen::ForwardArgs to_cpp(const flashgen_forward_args& a) {
+  flashgen::ForwardArgs out;
+  out.q = to_cpp(a.q);
+  out.k = to_cpp(a.k);
+  out.v = to_cpp(a.v);
+  out.o = to_cpp(a.o);
+  out.lse = to_cpp(a.lse);
+  out.options = to_cpp(a.options);
+  return out;
+}
+
+flashgen::BackwardArgs to_cpp(const flashgen_backward_args& a) {
+  flashgen::BackwardArgs out;
+  out.q = to_cpp(a.q);
+  out.k = to_cpp(a.k);
+  out.v = to_cpp(a.v);
+  out.o = to_cpp(a.o);
+  out.lse = to_cpp(a.lse);
+  out.dout = to_cpp(a.dout);
+  out.dq = to_cpp(a.dq);
+  out.dk = to_cpp(a.dk);
+  out.dv = to_cpp(a.dv);
+  out.options = to_cpp(a.options);
+  out.workspace = a.workspace;
+  out.workspace_bytes = a.workspace_bytes;
+  return out;
+}
+
+}  // namespace
+
+namespace flashgen::c_api {
+
+flashgen_status guarded(const std::function<void()>& body) noexcept {
+  last_error().clear();
+  try {
+    body();
+    return FLASHGEN_OK;
+  } catch (const Error& e) {
+    const int s = static_cast<int>(e.status());
+    const bool known = s > FLASHGEN_OK && s <= FLASHGEN_ERROR_INTERNAL;
+    return record(known ? static_cast<flashgen_status>(s) : FLASHGEN_ERROR_INTERNAL, e.what());
+  } catch (const std::bad_alloc&) {
+    return record(FLASHGEN_ERROR_OUT_OF_MEMORY, "out of host memory (std::bad_alloc)");
+  } catch (const std::exception& e) {
+    return record(FLASHGEN_ERROR_INTERNAL, e.what());
+  } catch (...) {
+    return record(FLASHGEN_ERROR_INTERNAL, "unknown exception inside flashgen");
+  }
+}
+
+RuntimeOptions runtime_options(const flashgen_runtime_options& o) {
+  RuntimeOptions out;
+  if (o.cache_dir != nullptr) out.cache_dir = o.cache_dir;
+  if (o.autotune < 0 || o.autotune > static_cast<int>(AutotunePolicy::full))
+    throw Error(Status::invalid_argument,
+                fmt::format("options.autotune: is {}, expected 0 (off), 1 (cached), 2 (startup) or 3 (full)", o.autotune));
+  out.autotune = static_cast<AutotunePolicy>(o.autotune);
+  if (o.cpu_threads < 0)
+    throw Error(Status::invalid_argument,
+                fmt::format("options.cpu_threads: is {}, expected >= 0 (0 = hardware concurrency)", o.cpu_threads));
+  out.cpu_threads = o.cpu_threads;
+  if (o.log != nullptr)
+    out.log = [log = o.log, user = o.log_user_data](LogLevel level, const std::string& message) {
+      log(static_cast<std::int32_t>(level), message.c_str(), user);
+    };
+  return out;
+}
+
+}  // namespace flashgen::c_api
+
+extern "C" {
+
+const char* flashgen_version(void) { return flashgen::version(); }
+
+const char* flashgen_status_string(flashgen_status status) {
+  const int s = static_cast<int>(status);
+  if (s < FLASHGEN_OK || s > FLASHGEN_ERROR_INTERNAL) return "unknown status";
+  return flashgen::to_string(static_cast<Status>(s));
+}
+
+const char* flashgen_last_error(void) { return last_error().c_str(); }
+
+void flashgen_attention_options_init(flashgen_attention_options* options) {
+  if (options == nullptr) return;
+  options->softmax_scale = std::numeric_limits<float>::quiet_NaN();
+  options->causal = 0;
+  options->window_left = -1;
+  options->window_right = -1;
+  options->softcap = 0.0f;
+  options->deterministic = 0;
+}
+
+void flashgen_runtime_options_init(flashgen_runtime_options* options) {
+  if (options == nullptr) return;
+  options->cache_dir = nullptr;
+  options->autotune = static_cast<std::int32_t>(flashgen::RuntimeOptions{}.autotune);
+  options->cpu_threads = 0;
+  options->log = nullptr;
+  options->log_user_data = nullptr;
+}
+
+void flashgen_tensor_contiguous(flashgen_tensor* t, void* data, flashgen_dtype dtype, int32_t device, int32_t rank,
+                                const int64_t* shape) {
+  if (t == nullptr) return;
+  std::memset(t, 0, sizeof *t);
+  t->data = data;
+  t->dtype = dtype;
+  t->device = device;
+  t->rank = rank;
+  if (shape == nullptr || (rank != 3 && rank != 4)) return;  // zero sizes: the call using t rejects it
+  std::int64_t stride = 1;
+  for (int i = rank - 1; i >= 0; --i) {
+    t->shape[i] = shape[i];
+    t->stride[i] = stride;
+    stride *= shape[i];
+  }
+  if (rank == 3) t->shape[3] = t->stride[3] = 1;
+}
+
+flashgen_status flashgen_runtime_create(const flashgen_runtime_options* options, flashgen_runtime** out) {
+  return flashgen::c_api::guarded([&] {
+    require(out, "out", "a pointer to receive the runtime");
+    *out = nullptr;
+    flashgen_runtime_options defaults;
+    flashgen_runtime_options_init(&defaults);
+    *out = new flashgen_runtime(flashgen::c_api::runtime_options(options != nullptr ? *options : defaults));
+  });
+}
+
+void flashgen_runtime_destroy(flashgen_runtime* runtime) { delete runtime; }
+
+flashgen_status flashgen_forward(flashgen_runtime* runtime, const flashgen_forward_args* args, void* stream) {
+  return flashgen::c_api::guarded([&] {
+    require(runtime, "runtime", "a runtime from flashgen_runtime_create");
+    require(args, "args", "the forward arguments");
+    runtime->runtime.forward(to_cpp(*args), stream);
+  });
+}
+
+flashgen_status flashgen_backward(flashgen_runtime* runtime, const flashgen_backward_args* args, void* stream) {
+  return flashgen::c_api::guarded([&] {
+    require(runtime, "runtime", "a runtime from flashgen_runtime_create");
+    require(args, "args", "the backward arguments");
+    runtime->runtime.backward(to_cpp(*args), stream);
+  });
+}
+
+flashgen_status flashgen_backward_workspace_bytes(flashgen_runtime* runtime, const flashgen_backward_args* args,
+                                                  size_t* bytes) {
+  return flashgen::c_api::guarded([&] {
+    require(bytes, "bytes", "a pointer to receive the workspace size");
+    *bytes = 0;
+    require(runtime, "runtime", "a runtime from flashgen_runtime_create");
+    require(args, "args", "the backward arguments");
+    *bytes = runtime->runtime.backward_workspace_bytes(to_cpp(*args));
+  });
+}
+
+}  // extern "C"

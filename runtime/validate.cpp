@@ -1,6 +1,252 @@
-// Placeholder until its owner lands the implementation.
+// Argument validation, in the order a caller would fix things: each tensor on its own,
+// the tensors against each other, the options (all invalid_argument), and last the
+// limits of the backend the device selects (unsupported).
 #include "runtime/validate.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <array>
+#include <cmath>
+#include <span>
+#include <string>
+#include <vector>
+
 namespace flashgen {
-Problem validate_forward(const ForwardArgs&) { throw Error(Status::unsupported, "validate_forward: not yet available"); }
-Problem validate_backward(const BackwardArgs&) { throw Error(Status::unsupported, "validate_backward: not yet available"); }
+namespace {
+
+template <typename... A>
+[[noreturn]] void fail(Status status, fmt::format_string<A...> f, A&&... a) {
+  throw Error(status, fmt::format(f, std::forward<A>(a)...));
+}
+
+using DimNames = std::array<const char*, 4>;
+constexpr DimNames kQueryDims{"batch", "seqlen_q", "heads_q", "head_dim"};
+constexpr DimNames kKeyDims{"batch", "seqlen_k", "heads_kv", "head_dim"};
+constexpr DimNames kLseDims{"batch", "heads_q", "seqlen_q", "unused"};
+
+// A tensor argument, its name in messages and the names of its dimensions.
+struct Arg {
+  const char* name;
+  const Tensor& t;
+  const DimNames& dims;
+  int rank = 4;
+  std::span<const std::int64_t> shape() const { return {t.shape.data(), static_cast<std::size_t>(rank)}; }
+  std::span<const std::int64_t> stride() const { return {t.stride.data(), static_cast<std::size_t>(rank)}; }
+};
+
+std::string device_name(int device) { return device == kCpu ? "cpu" : fmt::format("cuda:{}", device); }
+
+bool valid_dtype(DType d) { return d == DType::f32 || d == DType::f16 || d == DType::bf16; }
+
+std::uintptr_t address(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
+
+// The highest byte offset the view touches must fit in int64 (the backends index with it).
+void check_span(const Arg& a) {
+  std::int64_t last = 0;
+  bool overflow = false;
+  for (int i = 0; i < a.rank; ++i) {
+    std::int64_t step = 0;
+    overflow |= __builtin_mul_overflow(a.t.shape[i] - 1, a.t.stride[i], &step);
+    overflow |= __builtin_add_overflow(last, step, &last);
+  }
+  std::int64_t bytes = 0;
+  overflow |= __builtin_mul_overflow(last + 1, static_cast<std::int64_t>(size_of(a.t.dtype)), &bytes);
+  if (overflow)
+    fail(Status::invalid_argument, "{}: shape ({}) with strides ({}) spans more than 2^63 bytes, expected a view that fits in memory",
+         a.name, fmt::join(a.shape(), ", "), fmt::join(a.stride(), ", "));
+}
+
+// Everything a tensor must satisfy on its own.
+void check_view(const Arg& a) {
+  const Tensor& t = a.t;
+  if (t.data == nullptr) fail(Status::invalid_argument, "{}: data is null, expected a pointer to the tensor's elements", a.name);
+  if (t.rank != a.rank)
+    fail(Status::invalid_argument, "{}: rank is {}, expected {} ({})", a.name, t.rank, a.rank,
+         fmt::join(std::span(a.dims.data(), a.rank), ", "));
+  if (!valid_dtype(t.dtype))
+    fail(Status::invalid_argument, "{}: dtype is {}, expected fp32 (0), fp16 (1) or bf16 (2)", a.name,
+         static_cast<int>(t.dtype));
+  if (t.device < kCpu)
+    fail(Status::invalid_argument, "{}: device is {}, expected -1 (CPU) or a CUDA device ordinal >= 0", a.name, t.device);
+  for (int i = 0; i < a.rank; ++i)
+    if (t.shape[i] <= 0)
+      fail(Status::invalid_argument, "{}: shape[{}] ({}) is {}, expected > 0", a.name, i, a.dims[i], t.shape[i]);
+  for (int i = 0; i < a.rank; ++i)
+    if (t.stride[i] < 0)
+      fail(Status::invalid_argument, "{}: stride[{}] ({}) is {}, expected >= 0", a.name, i, a.dims[i], t.stride[i]);
+  if (a.rank == 4 && t.stride[3] != 1)
+    fail(Status::invalid_argument, "{}: stride[3] (head_dim) is {}, expected 1 (the last dimension must be contiguous)",
+         a.name, t.stride[3]);
+  check_span(a);
+}
+
+void expect_shape(const Arg& a, const std::array<std::int64_t, 4>& want, const char* like) {
+  for (int i = 0; i < a.rank; ++i)
+    if (a.t.shape[i] != want[i])
+      fail(Status::invalid_argument, "{}: shape[{}] ({}) is {}, expected {} like {}", a.name, i, a.dims[i], a.t.shape[i],
+           want[i], like);
+}
+
+// lse is fp32 (batch, heads_q, seqlen_q), densely packed; strides of size-1 dimensions do not matter.
+void check_lse(const Arg& lse, const Problem& p) {
+  check_view(lse);
+  expect_shape(lse, {p.batch, p.heads_q, p.seqlen_q, 0}, "q");
+  if (lse.t.dtype != DType::f32)
+    fail(Status::invalid_argument, "lse: dtype is {}, expected fp32 (lse is always fp32)", to_string(lse.t.dtype));
+  const std::array<std::int64_t, 3> dense{p.heads_q * p.seqlen_q, p.seqlen_q, 1};
+  for (int i = 0; i < 3; ++i)
+    if (lse.t.shape[i] > 1 && lse.t.stride[i] != dense[i])
+      fail(Status::invalid_argument, "lse: strides are ({}), expected contiguous ({}) for shape ({})",
+           fmt::join(lse.stride(), ", "), fmt::join(dense, ", "), fmt::join(lse.shape(), ", "));
+}
+
+// The geometry q and k define; k must agree with q on batch and head_dim.
+Problem geometry(const Arg& q, const Arg& k) {
+  Problem p;
+  p.batch = q.t.shape[0];
+  p.seqlen_q = q.t.shape[1];
+  p.heads_q = q.t.shape[2];
+  p.head_dim = q.t.shape[3];
+  p.seqlen_k = k.t.shape[1];
+  p.heads_kv = k.t.shape[2];
+  p.dtype = q.t.dtype;
+  p.device = q.t.device;
+  expect_shape(k, {p.batch, p.seqlen_k, p.heads_kv, p.head_dim}, "q");
+  if (p.heads_q % p.heads_kv != 0)
+    fail(Status::invalid_argument,
+         "k: shape[2] (heads_kv) is {}, expected a divisor of q's heads_q = {} (each kv head serves a group of query heads)",
+         p.heads_kv, p.heads_q);
+  return p;
+}
+
+// dtype and device must match q's (lse: device only; its dtype is fp32).
+void expect_like_q(const std::vector<Arg>& args, const Problem& p) {
+  for (const Arg& a : args) {
+    if (a.rank == 4 && a.t.dtype != p.dtype)
+      fail(Status::invalid_argument, "{}: dtype is {}, expected {} like q", a.name, to_string(a.t.dtype), to_string(p.dtype));
+    if (a.t.device != p.device)
+      fail(Status::invalid_argument, "{}: device is {}, expected {} like q (all tensors on one device)", a.name,
+           device_name(a.t.device), device_name(p.device));
+  }
+}
+
+AttentionOptions resolve_options(AttentionOptions o, std::int64_t head_dim) {
+  if (std::isnan(o.softmax_scale))
+    o.softmax_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
+  else if (!std::isfinite(o.softmax_scale) || o.softmax_scale <= 0.0f)
+    fail(Status::invalid_argument,
+         "options.softmax_scale: is {}, expected a finite value > 0 (or NaN for the default 1/sqrt(head_dim))",
+         o.softmax_scale);
+  if (o.window_left < -1)
+    fail(Status::invalid_argument, "options.window_left: is {}, expected -1 (unbounded) or >= 0", o.window_left);
+  if (o.window_right < -1)
+    fail(Status::invalid_argument, "options.window_right: is {}, expected -1 (unbounded) or >= 0", o.window_right);
+  if (!std::isfinite(o.softcap) || o.softcap < 0.0f)
+    fail(Status::invalid_argument, "options.softcap: is {}, expected a finite value >= 0 (0 disables soft-capping)",
+         o.softcap);
+  // Causal is a window that ends at the (bottom-right aligned) diagonal.
+  if (o.causal) o.window_right = 0;
+  return o;
+}
+
+// The generated kernels: fp16/bf16, head_dim 32..256, 16-byte vector loads of q/k/v/o rows.
+void check_gpu_limits(const std::vector<Arg>& args, const Problem& p) {
+  const std::string dev = device_name(p.device);
+  if (p.dtype == DType::f32)
+    fail(Status::unsupported, "q: dtype is fp32 on {}, expected fp16 or bf16 for the GPU kernels (fp32 runs on the CPU backend)",
+         dev);
+  if (p.head_dim < kGpuMinHeadDim || p.head_dim > kGpuMaxHeadDim)
+    fail(Status::unsupported,
+         "q: shape[3] (head_dim) is {} on {}, expected {}..{} for the GPU kernels (the CPU backend takes 1..{})", p.head_dim,
+         dev, kGpuMinHeadDim, kGpuMaxHeadDim, kCpuMaxHeadDim);
+  for (const Arg& a : args) {
+    const bool rows = a.rank == 4;
+    const std::size_t align = rows ? kGpuAlignmentBytes : sizeof(float);
+    if (address(a.t.data) % align != 0)
+      fail(Status::unsupported, "{}: data pointer {} is not {}-byte aligned, expected {}-byte alignment on {}{}", a.name,
+           fmt::ptr(a.t.data), align, align, dev, rows ? " (the kernels use 16-byte vector loads)" : "");
+    if (!rows || p.head_dim % 8 != 0) continue;
+    for (int i = 0; i < 3; ++i)
+      if (a.t.stride[i] % 8 != 0)
+        fail(Status::unsupported,
+             "{}: stride[{}] ({}) is {} elements, expected a multiple of 8 on {} when head_dim % 8 == 0 "
+             "(rows must start on 16-byte boundaries for the kernels' vector loads)",
+             a.name, i, a.dims[i], a.t.stride[i], dev);
+  }
+}
+
+void check_cpu_limits(const std::vector<Arg>& args, const Problem& p) {
+  if (p.head_dim > kCpuMaxHeadDim)
+    fail(Status::unsupported, "q: shape[3] (head_dim) is {}, expected 1..{} for the CPU backend", p.head_dim,
+         kCpuMaxHeadDim);
+  for (const Arg& a : args)
+    if (address(a.t.data) % size_of(a.t.dtype) != 0)
+      fail(Status::invalid_argument, "{}: data pointer {} is not aligned to its element size, expected a multiple of {} bytes",
+           a.name, fmt::ptr(a.t.data), size_of(a.t.dtype));
+}
+
+void check_backend_limits(const std::vector<Arg>& args, const Problem& p) {
+  if (p.device == kCpu)
+    check_cpu_limits(args, p);
+  else
+    check_gpu_limits(args, p);
+}
+
+void check_workspace(const BackwardArgs& args, const Problem& p) {
+  if (args.workspace == nullptr && args.workspace_bytes != 0)
+    fail(Status::invalid_argument,
+         "workspace: is null but workspace_bytes is {}, expected a buffer of that size (or workspace_bytes = 0 to let "
+         "flashgen allocate)",
+         args.workspace_bytes);
+  if (args.workspace != nullptr && args.workspace_bytes == 0)
+    fail(Status::invalid_argument, "workspace_bytes: is 0 but workspace is {}, expected the buffer's size in bytes",
+         fmt::ptr(args.workspace));
+  if (args.workspace != nullptr && p.device != kCpu && address(args.workspace) % kGpuAlignmentBytes != 0)
+    fail(Status::unsupported, "workspace: pointer {} is not {}-byte aligned, expected {}-byte alignment on {}",
+         fmt::ptr(args.workspace), kGpuAlignmentBytes, kGpuAlignmentBytes, device_name(p.device));
+}
+
+}  // namespace
+
+Problem validate_forward(const ForwardArgs& args) {
+  const Arg q{"q", args.q, kQueryDims}, k{"k", args.k, kKeyDims}, v{"v", args.v, kKeyDims};
+  const Arg o{"o", args.o, kQueryDims}, lse{"lse", args.lse, kLseDims, 3};
+  std::vector<Arg> tensors{q, k, v, o};
+  for (const Arg& a : tensors) check_view(a);
+
+  Problem p = geometry(q, k);
+  expect_shape(v, {p.batch, p.seqlen_k, p.heads_kv, p.head_dim}, "k");
+  expect_shape(o, {p.batch, p.seqlen_q, p.heads_q, p.head_dim}, "q");
+  p.has_lse = args.lse.data != nullptr;  // null: the caller does not want lse
+  if (p.has_lse) {
+    check_lse(lse, p);
+    tensors.push_back(lse);
+  }
+  expect_like_q(tensors, p);
+  p.options = resolve_options(args.options, p.head_dim);
+  check_backend_limits(tensors, p);
+  return p;
+}
+
+Problem validate_backward(const BackwardArgs& args) {
+  const Arg q{"q", args.q, kQueryDims}, k{"k", args.k, kKeyDims}, v{"v", args.v, kKeyDims};
+  const Arg o{"o", args.o, kQueryDims}, dout{"dout", args.dout, kQueryDims};
+  const Arg dq{"dq", args.dq, kQueryDims}, dk{"dk", args.dk, kKeyDims}, dv{"dv", args.dv, kKeyDims};
+  const Arg lse{"lse", args.lse, kLseDims, 3};
+  std::vector<Arg> tensors{q, k, v, o, dout, dq, dk, dv};
+  for (const Arg& a : tensors) check_view(a);
+
+  Problem p = geometry(q, k);
+  for (const Arg* a : {&v, &dk, &dv}) expect_shape(*a, {p.batch, p.seqlen_k, p.heads_kv, p.head_dim}, "k");
+  for (const Arg* a : {&o, &dout, &dq}) expect_shape(*a, {p.batch, p.seqlen_q, p.heads_q, p.head_dim}, "q");
+  check_lse(lse, p);  // backward recomputes P from lse: required
+  tensors.push_back(lse);
+  expect_like_q(tensors, p);
+  p.options = resolve_options(args.options, p.head_dim);
+  check_workspace(args, p);
+  check_backend_limits(tensors, p);
+  return p;
+}
+
 }  // namespace flashgen

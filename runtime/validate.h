@@ -1,7 +1,13 @@
 // Argument validation for every entry point. Runs before any work; throws
 // Error(invalid_argument / unsupported) naming the argument, its value and what was expected.
+//
+// invalid_argument: the arguments are wrong for any backend (null pointers, shape or
+// stride mismatches, options out of range). unsupported: the arguments are valid but the
+// backend their device selects cannot run them (fp32 or head_dim > 256 on a GPU, GPU
+// pointers or strides that do not allow 16-byte vector loads).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "flashgen/flashgen.hpp"
@@ -13,9 +19,15 @@ struct Problem {
   std::int64_t batch = 0, seqlen_q = 0, seqlen_k = 0, heads_q = 0, heads_kv = 0, head_dim = 0;
   DType dtype = DType::f32;
   int device = kCpu;
-  AttentionOptions options;  // softmax_scale resolved; window_right = 0 when causal (and no tighter)
+  AttentionOptions options;  // softmax_scale resolved (NaN -> 1/sqrt(head_dim)); causal => window_right = 0
   bool has_lse = true;
 };
+
+// head_dim ranges each backend supports.
+constexpr std::int64_t kGpuMinHeadDim = 32, kGpuMaxHeadDim = 256;
+constexpr std::int64_t kCpuMaxHeadDim = 1024;
+// GPU kernels load 16 bytes at a time (8 fp16/bf16 elements).
+constexpr std::size_t kGpuAlignmentBytes = 16;
 
 Problem validate_forward(const ForwardArgs& args);
 Problem validate_backward(const BackwardArgs& args);

@@ -1,19 +1,43 @@
 /* flashgen C API: a stable C ABI over the C++ runtime, for FFI (ctypes, other engines).
  *
- * Errors: every call returns a flashgen_status; on failure flashgen_last_error()
- * returns a message (thread-local, valid until the next flashgen call on the same
- * thread) naming the argument, its value and what was expected. No call aborts
- * the process and no C++ exception crosses this boundary.
+ * Layout: q (batch, seqlen_q, heads_q, head_dim), k/v (batch, seqlen_k, heads_kv, head_dim),
+ * o/dout/dq like q, dk/dv like k: rank 4, any non-negative strides in elements, last dimension
+ * contiguous, heads_q % heads_kv == 0. lse: fp32 (batch, heads_q, seqlen_q), rank 3, contiguous,
+ * natural log. All tensors of a call share one dtype (lse: fp32) and one device.
+ * FLASHGEN_CPU tensors run on the CPU backend (fp32/fp16/bf16, head_dim 1..1024); CUDA tensors
+ * run generated kernels (fp16/bf16, head_dim 32..256, 16-byte aligned data, row strides a
+ * multiple of 8 elements when head_dim % 8 == 0).
  *
- * Streams: forward/backward on CUDA buffers are asynchronous on the given stream
- * (a CUstream or cudaStream_t; NULL is the legacy default stream). flashgen never
- * synchronises the stream. CPU buffers run synchronously on the calling thread
- * (plus the runtime's worker threads).
+ * Errors: every call that can fail returns a flashgen_status. flashgen_last_error() then gives
+ * a message naming the argument, its value and what was expected. The message is per thread,
+ * reset by each status-returning call (empty after success) and valid until the next flashgen
+ * call on that thread. FLASHGEN_ERROR_INVALID_ARGUMENT: the arguments are wrong;
+ * FLASHGEN_ERROR_UNSUPPORTED: valid but not supported where they live (e.g. fp32 on a GPU);
+ * FLASHGEN_ERROR_NO_DEVICE: CUDA tensors on a machine without a usable driver/GPU.
+ * Arguments are validated before any work: a call rejected with INVALID_ARGUMENT or
+ * UNSUPPORTED has not touched any output.
+ * No call aborts the process and no C++ exception crosses this boundary.
  *
- * Ownership: tensors are borrowed views; flashgen never frees caller memory.
- * A runtime is created by flashgen_runtime_create and freed by flashgen_runtime_destroy.
+ * Streams: on CUDA tensors, forward/backward enqueue their kernels on `stream` (a CUstream or
+ * cudaStream_t; NULL is the legacy default stream) and return; outputs are ready when the
+ * stream reaches that point. flashgen never synchronises a stream or the device. The first
+ * call for a new kernel compiles it (blocking the calling thread, not the stream); later
+ * calls hit the cache. On CPU tensors the call is synchronous (the calling thread plus the
+ * runtime's worker threads) and `stream` is ignored.
  *
- * Thread safety: one runtime may be used from many threads at once.
+ * Ownership: tensors are borrowed views; flashgen never frees or keeps caller memory. Buffers
+ * must stay alive until the call returns (CPU) or the stream work completes (CUDA). A runtime
+ * comes from flashgen_runtime_create and is freed by flashgen_runtime_destroy. Strings from
+ * flashgen_version and flashgen_status_string are static.
+ *
+ * Workspace (backward on CUDA tensors): with workspace NULL, flashgen allocates stream-ordered
+ * memory on `stream` and frees it on the same stream. Or pass a device buffer of at least
+ * flashgen_backward_workspace_bytes() bytes, 16-byte aligned, that nothing else uses until the
+ * backward has completed on the stream. CPU tensors need no workspace.
+ *
+ * Thread safety: one runtime may serve many threads and streams at once; destroy it only when
+ * no call on it is in flight. Concurrent calls must not write the same output buffers. The log
+ * callback may be called from any thread, concurrently.
  */
 #ifndef FLASHGEN_FLASHGEN_H
 #define FLASHGEN_FLASHGEN_H
@@ -58,12 +82,12 @@ typedef struct flashgen_tensor {
 } flashgen_tensor;
 
 typedef struct flashgen_attention_options {
-  float softmax_scale; /* NaN or <= 0: 1/sqrt(head_dim) */
-  int32_t causal;
+  float softmax_scale; /* NaN: 1/sqrt(head_dim); otherwise finite and > 0 */
+  int32_t causal;       /* nonzero: bottom-right aligned causal mask (sets window_right to 0) */
   int32_t window_left;  /* -1: unbounded */
   int32_t window_right; /* -1: unbounded */
-  float softcap;        /* 0: off */
-  int32_t deterministic;
+  float softcap;        /* 0: off; else softcap * tanh(s / softcap), finite and > 0 */
+  int32_t deterministic; /* nonzero: bitwise-reproducible gradients */
 } flashgen_attention_options;
 
 typedef struct flashgen_forward_args {
@@ -78,10 +102,15 @@ typedef struct flashgen_backward_args {
   size_t workspace_bytes;
 } flashgen_backward_args;
 
+/* Log levels: 0 debug, 1 info, 2 warning, 3 error. `message` is valid during the call only. */
+typedef void (*flashgen_log_fn)(int32_t level, const char* message, void* user_data);
+
 typedef struct flashgen_runtime_options {
-  const char* cache_dir; /* NULL: default */
+  const char* cache_dir; /* NULL or "": $FLASHGEN_CACHE_DIR, else $XDG_CACHE_HOME/flashgen or ~/.cache/flashgen */
   int32_t autotune;      /* 0 off, 1 cached, 2 startup, 3 full */
-  int32_t cpu_threads;   /* 0: hardware concurrency */
+  int32_t cpu_threads;   /* CPU backend threads, >= 0; 0: hardware concurrency */
+  flashgen_log_fn log;   /* NULL: warnings and errors go to stderr */
+  void* log_user_data;   /* passed to log as is */
 } flashgen_runtime_options;
 
 typedef struct flashgen_runtime flashgen_runtime;
@@ -92,16 +121,22 @@ FLASHGEN_API const char* flashgen_last_error(void);
 
 /* Fills defaults: scale NaN, no causal, no window, no softcap, not deterministic. */
 FLASHGEN_API void flashgen_attention_options_init(flashgen_attention_options* options);
-/* Fills a contiguous view of the given shape. */
+/* Fills defaults: default cache directory, autotune 1 (cached), hardware threads, stderr log. */
+FLASHGEN_API void flashgen_runtime_options_init(flashgen_runtime_options* options);
+/* Fills a contiguous (row-major) view of the given shape; rank 4, or 3 for lse (shape[3],
+ * stride[3] unused). Any other rank is kept so that the call using the view rejects it. */
 FLASHGEN_API void flashgen_tensor_contiguous(flashgen_tensor* t, void* data, flashgen_dtype dtype, int32_t device,
                                              int32_t rank, const int64_t* shape);
 
+/* options NULL: defaults. On success *out is the new runtime; on failure NULL. */
 FLASHGEN_API flashgen_status flashgen_runtime_create(const flashgen_runtime_options* options, flashgen_runtime** out);
+/* NULL is a no-op. */
 FLASHGEN_API void flashgen_runtime_destroy(flashgen_runtime* runtime);
 
 FLASHGEN_API flashgen_status flashgen_forward(flashgen_runtime* runtime, const flashgen_forward_args* args, void* stream);
 FLASHGEN_API flashgen_status flashgen_backward(flashgen_runtime* runtime, const flashgen_backward_args* args,
                                                void* stream);
+/* Bytes of device workspace backward needs for these arguments (0 for CPU tensors); validates them. */
 FLASHGEN_API flashgen_status flashgen_backward_workspace_bytes(flashgen_runtime* runtime,
                                                                const flashgen_backward_args* args, size_t* bytes);
 

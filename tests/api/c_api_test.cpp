@@ -1,0 +1,339 @@
+// The C boundary: status codes and strings, option defaults and their mapping to the C++
+// runtime, null pointers, the thread-local last error, and that no exception gets through.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <barrier>
+#include <cmath>
+#include <cstring>
+#include <new>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include <vector>
+
+#include "attention_call.h"
+#include "runtime/c_api.h"
+
+extern "C" flashgen_status c_caller_forward_fp32(float* q, float* k, float* v, float* o, float* lse,
+                                                 const int64_t* q_shape, const int64_t* k_shape, int32_t causal);
+
+namespace flashgen::test {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+TEST(CApi, StatusStringsAreTheCppOnes) {
+  for (int s = FLASHGEN_OK; s <= FLASHGEN_ERROR_INTERNAL; ++s)
+    EXPECT_STREQ(flashgen_status_string(static_cast<flashgen_status>(s)), to_string(static_cast<Status>(s)));
+  EXPECT_STREQ(flashgen_status_string(FLASHGEN_ERROR_NO_DEVICE), "no device");
+  EXPECT_STREQ(flashgen_status_string(static_cast<flashgen_status>(42)), "unknown status");
+}
+
+TEST(CApi, Version) {
+  EXPECT_STREQ(flashgen_version(), FLASHGEN_VERSION_STRING);
+  EXPECT_STREQ(flashgen_version(), version());
+}
+
+TEST(CApi, AttentionOptionsDefaultsAreTheCppOnes) {
+  flashgen_attention_options c;
+  std::memset(&c, 0x5a, sizeof c);
+  flashgen_attention_options_init(&c);
+  const AttentionOptions cpp;
+  EXPECT_TRUE(std::isnan(c.softmax_scale));
+  EXPECT_TRUE(std::isnan(cpp.softmax_scale));
+  EXPECT_EQ(c.causal != 0, cpp.causal);
+  EXPECT_EQ(c.window_left, cpp.window_left);
+  EXPECT_EQ(c.window_right, cpp.window_right);
+  EXPECT_EQ(c.softcap, cpp.softcap);
+  EXPECT_EQ(c.deterministic != 0, cpp.deterministic);
+  flashgen_attention_options_init(nullptr);  // a no-op, not a crash
+}
+
+TEST(CApi, RuntimeOptionsDefaultsAreTheCppOnes) {
+  flashgen_runtime_options c;
+  std::memset(&c, 0x5a, sizeof c);
+  flashgen_runtime_options_init(&c);
+  EXPECT_EQ(c.cache_dir, nullptr);
+  EXPECT_EQ(c.autotune, static_cast<int>(RuntimeOptions{}.autotune));
+  EXPECT_EQ(c.cpu_threads, 0);
+  EXPECT_EQ(c.log, nullptr);
+  EXPECT_EQ(c.log_user_data, nullptr);
+  const RuntimeOptions cpp = c_api::runtime_options(c);
+  EXPECT_EQ(cpp.cache_dir, "");
+  EXPECT_EQ(cpp.autotune, AutotunePolicy::cached);
+  EXPECT_EQ(cpp.cpu_threads, 0);
+  EXPECT_FALSE(cpp.log);
+  flashgen_runtime_options_init(nullptr);
+}
+
+struct LogRecord {
+  int level = -1;
+  std::string message;
+};
+
+void record_log(int32_t level, const char* message, void* user_data) {
+  auto* r = static_cast<LogRecord*>(user_data);
+  r->level = level;
+  r->message = message;
+}
+
+TEST(CApi, RuntimeOptionsMapToCpp) {
+  const AutotunePolicy policies[] = {AutotunePolicy::off, AutotunePolicy::cached, AutotunePolicy::startup,
+                                     AutotunePolicy::full};
+  LogRecord log;
+  for (int a = 0; a < 4; ++a) {
+    flashgen_runtime_options c;
+    flashgen_runtime_options_init(&c);
+    c.autotune = a;
+    c.cache_dir = "/tmp/flashgen-api-test-cache";
+    c.cpu_threads = 3;
+    c.log = record_log;
+    c.log_user_data = &log;
+    const RuntimeOptions cpp = c_api::runtime_options(c);
+    EXPECT_EQ(cpp.autotune, policies[a]);
+    EXPECT_EQ(cpp.cache_dir, "/tmp/flashgen-api-test-cache");
+    EXPECT_EQ(cpp.cpu_threads, 3);
+    ASSERT_TRUE(cpp.log);
+    cpp.log(LogLevel::warning, "cache miss " + std::to_string(a));
+    EXPECT_EQ(log.level, static_cast<int>(LogLevel::warning));
+    EXPECT_EQ(log.message, "cache miss " + std::to_string(a));
+  }
+}
+
+TEST(CApi, TensorContiguousMatchesCpp) {
+  int64_t shape4[] = {2, 5, 3, 7};
+  flashgen_tensor t;
+  float data[1];
+  flashgen_tensor_contiguous(&t, data, FLASHGEN_BF16, 0, 4, shape4);
+  const Tensor cpp = Tensor::contiguous(data, DType::bf16, {2, 5, 3, 7}, 0);
+  EXPECT_EQ(t.data, data);
+  EXPECT_EQ(t.device, 0);
+  EXPECT_EQ(t.rank, 4);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(t.shape[i], cpp.shape[i]);
+    EXPECT_EQ(t.stride[i], cpp.stride[i]);
+  }
+  int64_t shape3[] = {2, 3, 5};
+  flashgen_tensor_contiguous(&t, data, FLASHGEN_F32, FLASHGEN_CPU, 3, shape3);
+  const Tensor cpp3 = Tensor::contiguous3(data, DType::f32, {2, 3, 5});
+  EXPECT_EQ(t.rank, 3);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(t.shape[i], cpp3.shape[i]);
+    EXPECT_EQ(t.stride[i], cpp3.stride[i]);
+  }
+  flashgen_tensor_contiguous(nullptr, data, FLASHGEN_F32, FLASHGEN_CPU, 4, shape4);  // no-op
+}
+
+class CApiCall : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_EQ(flashgen_runtime_create(nullptr, &runtime_), FLASHGEN_OK) << flashgen_last_error(); }
+  void TearDown() override { flashgen_runtime_destroy(runtime_); }
+
+  RandomSource random_;
+  CallFactory factory_;
+  flashgen_runtime* runtime_ = nullptr;
+};
+
+TEST_F(CApiCall, BadRankFromTensorContiguousIsRejectedByTheCall) {
+  const AttentionCall call = factory_.make(random_cpu_geometry(random_.rng));
+  flashgen_forward_args args = to_c_forward(call);
+  const int64_t shape[] = {1, 2, 3, 4, 5};
+  flashgen_tensor_contiguous(&args.q, call.q.data, FLASHGEN_F32, FLASHGEN_CPU, 5, shape);
+  EXPECT_EQ(flashgen_forward(runtime_, &args, nullptr), FLASHGEN_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(flashgen_last_error(), HasSubstr("q: rank is 5, expected 4"));
+}
+
+TEST(CApi, RuntimeCreateRejectsNullOut) {
+  EXPECT_EQ(flashgen_runtime_create(nullptr, nullptr), FLASHGEN_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(flashgen_last_error(), HasSubstr("out: is null"));
+}
+
+TEST(CApi, RuntimeCreateRejectsBadOptions) {
+  flashgen_runtime_options options;
+  flashgen_runtime_options_init(&options);
+  options.autotune = 4;
+  flashgen_runtime* runtime = reinterpret_cast<flashgen_runtime*>(&options);  // must be overwritten
+  EXPECT_EQ(flashgen_runtime_create(&options, &runtime), FLASHGEN_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(flashgen_last_error(), HasSubstr("options.autotune: is 4, expected 0 (off), 1 (cached), 2 (startup) or 3 (full)"));
+  EXPECT_EQ(runtime, nullptr);
+
+  flashgen_runtime_options_init(&options);
+  options.cpu_threads = -2;
+  EXPECT_EQ(flashgen_runtime_create(&options, &runtime), FLASHGEN_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(flashgen_last_error(), HasSubstr("options.cpu_threads: is -2, expected >= 0"));
+  EXPECT_EQ(runtime, nullptr);
+}
+
+TEST(CApi, RuntimeCreateWithOptions) {
+  flashgen_runtime_options options;
+  flashgen_runtime_options_init(&options);
+  options.autotune = 0;
+  options.cpu_threads = 1;
+  flashgen_runtime* runtime = nullptr;
+  ASSERT_EQ(flashgen_runtime_create(&options, &runtime), FLASHGEN_OK) << flashgen_last_error();
+  EXPECT_NE(runtime, nullptr);
+  EXPECT_STREQ(flashgen_last_error(), "");
+  flashgen_runtime_destroy(runtime);
+  flashgen_runtime_destroy(nullptr);  // a no-op
+}
+
+TEST_F(CApiCall, NullPointersAreInvalidArguments) {
+  const AttentionCall call = factory_.make(random_cpu_geometry(random_.rng));
+  const flashgen_forward_args fwd = to_c_forward(call);
+  const flashgen_backward_args bwd = to_c_backward(call);
+  std::size_t bytes = 0;
+  struct Expectation {
+    flashgen_status status;
+    const char* message;
+  };
+  const Expectation results[] = {
+      {flashgen_forward(nullptr, &fwd, nullptr), "runtime: is null"},
+      {flashgen_forward(runtime_, nullptr, nullptr), "args: is null"},
+      {flashgen_backward(nullptr, &bwd, nullptr), "runtime: is null"},
+      {flashgen_backward(runtime_, nullptr, nullptr), "args: is null"},
+      {flashgen_backward_workspace_bytes(nullptr, &bwd, &bytes), "runtime: is null"},
+      {flashgen_backward_workspace_bytes(runtime_, nullptr, &bytes), "args: is null"},
+      {flashgen_backward_workspace_bytes(runtime_, &bwd, nullptr), "bytes: is null"},
+  };
+  for (const Expectation& r : results) EXPECT_EQ(r.status, FLASHGEN_ERROR_INVALID_ARGUMENT) << r.message;
+  // The message is the last call's: check each call's right after it.
+  EXPECT_EQ(flashgen_forward(nullptr, &fwd, nullptr), FLASHGEN_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(flashgen_last_error(), StartsWith("runtime: is null, expected a runtime from flashgen_runtime_create"));
+  EXPECT_EQ(flashgen_backward(runtime_, nullptr, nullptr), FLASHGEN_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(flashgen_last_error(), StartsWith("args: is null"));
+  EXPECT_EQ(flashgen_backward_workspace_bytes(runtime_, &bwd, nullptr), FLASHGEN_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(flashgen_last_error(), StartsWith("bytes: is null"));
+}
+
+TEST_F(CApiCall, WorkspaceBytesOfCpuTensorsIsZeroAndSuccessClearsLastError) {
+  const AttentionCall call = factory_.make(random_cpu_geometry(random_.rng));
+  const flashgen_backward_args args = to_c_backward(call);
+  EXPECT_EQ(flashgen_forward(runtime_, nullptr, nullptr), FLASHGEN_ERROR_INVALID_ARGUMENT);
+  EXPECT_STRNE(flashgen_last_error(), "");
+  std::size_t bytes = 777;
+  EXPECT_EQ(flashgen_backward_workspace_bytes(runtime_, &args, &bytes), FLASHGEN_OK) << flashgen_last_error();
+  EXPECT_EQ(bytes, 0u);
+  EXPECT_STREQ(flashgen_last_error(), "");
+}
+
+// Each thread sees its own last error, even when the other thread failed in between.
+TEST_F(CApiCall, LastErrorIsPerThread) {
+  const AttentionCall call = factory_.make(random_cpu_geometry(random_.rng));
+  std::barrier step(2);
+  std::string seen_a, seen_b;
+  flashgen_status status_a = FLASHGEN_OK, status_b = FLASHGEN_OK;
+  std::thread a([&] {
+    flashgen_forward_args args = to_c_forward(call);
+    args.options.window_left = -3;
+    status_a = flashgen_forward(runtime_, &args, nullptr);
+    step.arrive_and_wait();  // a has failed
+    step.arrive_and_wait();  // b has failed
+    seen_a = flashgen_last_error();
+  });
+  std::thread b([&] {
+    flashgen_backward_args args = to_c_backward(call);
+    args.dk.data = nullptr;
+    step.arrive_and_wait();
+    status_b = flashgen_backward(runtime_, &args, nullptr);
+    step.arrive_and_wait();
+    seen_b = flashgen_last_error();
+  });
+  a.join();
+  b.join();
+  EXPECT_EQ(status_a, FLASHGEN_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(status_b, FLASHGEN_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(seen_a, HasSubstr("options.window_left: is -3"));
+  EXPECT_THAT(seen_b, HasSubstr("dk: data is null"));
+  EXPECT_STREQ(flashgen_last_error(), "");  // this thread made no failing call
+}
+
+// How guarded() maps what a body throws; nothing escapes it.
+TEST(CApi, ExceptionsBecomeStatuses) {
+  struct Case {
+    std::function<void()> body;
+    flashgen_status status;
+    const char* message;
+  };
+  const Case cases[] = {
+      {[] {}, FLASHGEN_OK, ""},
+      {[] { throw Error(Status::no_device, "no GPU here"); }, FLASHGEN_ERROR_NO_DEVICE, "no GPU here"},
+      {[] { throw Error(Status::compile_error, "nvrtc: 3 errors"); }, FLASHGEN_ERROR_COMPILE, "nvrtc: 3 errors"},
+      {[] { throw Error(Status::cuda_error, "cuLaunchKernel failed"); }, FLASHGEN_ERROR_CUDA, "cuLaunchKernel failed"},
+      {[] { throw Error(Status::out_of_memory, "cuMemAlloc"); }, FLASHGEN_ERROR_OUT_OF_MEMORY, "cuMemAlloc"},
+      {[] { throw Error(Status::ok, "an Error that claims ok"); }, FLASHGEN_ERROR_INTERNAL, "an Error that claims ok"},
+      {[] { throw Error(static_cast<Status>(99), "unknown status"); }, FLASHGEN_ERROR_INTERNAL, "unknown status"},
+      {[] { throw std::bad_alloc(); }, FLASHGEN_ERROR_OUT_OF_MEMORY, "out of host memory"},
+      {[] { throw std::logic_error("broken invariant"); }, FLASHGEN_ERROR_INTERNAL, "broken invariant"},
+      {[] { throw 42; }, FLASHGEN_ERROR_INTERNAL, "unknown exception"},
+  };
+  for (const Case& c : cases) {
+    flashgen_status status = FLASHGEN_ERROR_INVALID_ARGUMENT;
+    EXPECT_NO_THROW(status = c_api::guarded(c.body));
+    EXPECT_EQ(status, c.status) << c.message;
+    EXPECT_THAT(flashgen_last_error(), HasSubstr(c.message));
+    if (c.status == FLASHGEN_OK) {
+      EXPECT_STREQ(flashgen_last_error(), "");
+    }
+  }
+}
+
+// Garbage arguments (as an FFI caller might pass) give a status, never an exception or a crash.
+TEST_F(CApiCall, GarbageArgumentsGiveAStatus) {
+  for (int byte : {0x00, 0x7f, 0xff, 0x5a}) {
+    SCOPED_TRACE(byte);
+    flashgen_forward_args fwd;
+    flashgen_backward_args bwd;
+    std::memset(&fwd, byte, sizeof fwd);
+    std::memset(&bwd, byte, sizeof bwd);
+    std::size_t bytes = 0;
+    flashgen_status s = FLASHGEN_OK;
+    EXPECT_NO_THROW(s = flashgen_forward(runtime_, &fwd, nullptr));
+    EXPECT_EQ(s, FLASHGEN_ERROR_INVALID_ARGUMENT) << flashgen_last_error();
+    EXPECT_NO_THROW(s = flashgen_backward(runtime_, &bwd, nullptr));
+    EXPECT_EQ(s, FLASHGEN_ERROR_INVALID_ARGUMENT) << flashgen_last_error();
+    EXPECT_NO_THROW(s = flashgen_backward_workspace_bytes(runtime_, &bwd, &bytes));
+    EXPECT_EQ(s, FLASHGEN_ERROR_INVALID_ARGUMENT) << flashgen_last_error();
+  }
+}
+
+// A C11 caller (c_caller.c) gets the C++ API's results bit for bit, and its errors.
+TEST(CApi, UsableFromC) {
+  RandomSource random;
+  CallFactory factory;
+  Geometry g = random_cpu_geometry(random.rng);
+  g.dtype = DType::f32;
+  AttentionCall call = factory.make(g);
+  std::normal_distribution<float> normal;
+  for (const Tensor* t : {&call.q, &call.k, &call.v})
+    for (std::int64_t i = 0; i < t->numel(); ++i) static_cast<float*>(t->data)[i] = normal(random.rng);
+  const std::int64_t nq = call.q.numel(), nl = call.lse.numel();
+  std::vector<float> o(nq, std::nanf("")), lse(nl, std::nanf(""));
+  std::vector<float> cpp_o(nq, std::nanf("")), cpp_lse(nl, std::nanf(""));
+  const std::int64_t q_shape[] = {g.batch, g.seqlen_q, g.heads_q, g.head_dim};
+  const std::int64_t k_shape[] = {g.batch, g.seqlen_k, g.heads_kv, g.head_dim};
+
+  call.options.causal = true;
+  call.o.data = cpp_o.data();
+  call.lse.data = cpp_lse.data();
+  Runtime().forward(call.forward());
+  auto* q = static_cast<float*>(call.q.data);
+  auto* k = static_cast<float*>(call.k.data);
+  auto* v = static_cast<float*>(call.v.data);
+  ASSERT_EQ(c_caller_forward_fp32(q, k, v, o.data(), lse.data(), q_shape, k_shape, 1), FLASHGEN_OK) << flashgen_last_error();
+  EXPECT_EQ(std::memcmp(o.data(), cpp_o.data(), nq * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(lse.data(), cpp_lse.data(), nl * sizeof(float)), 0);
+  for (float x : o) ASSERT_TRUE(std::isfinite(x));
+
+  const std::int64_t bad_k_shape[] = {g.batch, g.seqlen_k, g.heads_kv, g.head_dim + 1};
+  EXPECT_EQ(c_caller_forward_fp32(q, k, v, o.data(), lse.data(), q_shape, bad_k_shape, 0), FLASHGEN_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(flashgen_last_error(), HasSubstr(fmt::format("k: shape[3] (head_dim) is {}, expected {} like q",
+                                                           g.head_dim + 1, g.head_dim)));
+}
+
+}  // namespace
+}  // namespace flashgen::test
