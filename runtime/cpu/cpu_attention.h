@@ -3,6 +3,9 @@
 // forward with the m/l ledger and the backward that recomputes P from lse.
 #pragma once
 
+#include <span>
+#include <vector>
+
 #include "flashgen/flashgen.hpp"
 #include "runtime/validate.h"
 
@@ -15,10 +18,30 @@ struct TileConfig {
 };
 
 // All functions take validated arguments (validate_forward/backward) and the Problem
-// they returned; `threads` = 0 means hardware concurrency.
-void standard_forward(const ForwardArgs& args, const Problem& p);
-void standard_backward(const BackwardArgs& args, const Problem& p);
+// they returned; `threads` = 0 means hardware concurrency. Inputs and outputs may be
+// f32, f16 or bf16 (each tensor in its own dtype); lse is fp32. Results do not depend
+// on `threads`: every output element is written by exactly one task.
 void tiled_forward(const ForwardArgs& args, const Problem& p, int threads, TileConfig tiles = {});
 void tiled_backward(const BackwardArgs& args, const Problem& p, int threads, TileConfig tiles = {});
+
+// The oracle: S and P of each head materialised and computed in fp64 from the inputs
+// alone (backward ignores args.o and args.lse and recomputes everything), then rounded
+// to the outputs' dtypes.
+void standard_forward(const ForwardArgs& args, const Problem& p, int threads = 1);
+void standard_backward(const BackwardArgs& args, const Problem& p, int threads = 1);
+
+// The oracle in fp64 end to end, on contiguous tensors in the contract's layout
+// (q, o, dout, dq: batch, seqlen_q, heads_q, head_dim; k, v, dk, dv: batch, seqlen_k,
+// heads_kv, head_dim; lse: batch, heads_q, seqlen_q). Tests differentiate it numerically.
+struct Fp64Outputs {
+  std::vector<double> o, lse;
+};
+struct Fp64Gradients {
+  std::vector<double> dq, dk, dv;
+};
+Fp64Outputs standard_forward_f64(const Problem& p, std::span<const double> q, std::span<const double> k,
+                                 std::span<const double> v, int threads = 1);
+Fp64Gradients standard_backward_f64(const Problem& p, std::span<const double> q, std::span<const double> k,
+                                    std::span<const double> v, std::span<const double> dout, int threads = 1);
 
 }  // namespace flashgen::cpu
