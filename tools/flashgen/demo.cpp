@@ -18,17 +18,10 @@
 #include "runtime/cpu/parallel_for.h"
 #include "runtime/validate.h"
 #include "tools/flashgen/commands.h"
+#include "tools/flashgen/demo.h"
 
 namespace flashgen::cli {
 namespace {
-
-struct DemoOptions {
-  std::int64_t batch = 2, seqlen = 1024, heads = 8, head_dim = 64;
-  bool causal = true;
-  DType dtype = DType::f32;
-  std::uint64_t seed = 0;  // 0: drawn from std::random_device
-  int threads = 0;
-};
 
 // A contiguous tensor that owns its memory.
 struct OwnedTensor {
@@ -167,7 +160,8 @@ int run_demo(const DemoOptions& d) {
              static_cast<std::int64_t>(p_bytes), bytes_text(p_bytes));
   fmt::print("    ratio     the ledger is {:.0f}x smaller\n", p_bytes / ledger_bytes);
   fmt::print("  result    {}\n", ok ? "OK: tiled and standard attention agree" : "FAILED: differences above tolerance");
-  return ok ? 0 : 1;
+  const int kernels_rc = d.kernels ? run_demo_kernels(d, seed) : 0;
+  return ok && kernels_rc == 0 ? 0 : 1;
 }
 
 }  // namespace
@@ -190,6 +184,8 @@ void register_demo(CLI::App& app) {
       ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
   cmd->add_option("--seed", options->seed, "random seed (0: a fresh one)")->capture_default_str();
   cmd->add_option("--threads", options->threads, "CPU threads (0: all cores)")->capture_default_str();
+  cmd->add_flag("--kernels,!--no-kernels", options->kernels,
+                "also generate and compile the GPU kernels (and run them where a GPU is present)");
   cmd->callback([options, dtype] {
     options->dtype = *dtype == "fp16" ? DType::f16 : *dtype == "bf16" ? DType::bf16 : DType::f32;
     if (const int rc = run_demo(*options); rc != 0) throw CLI::RuntimeError(rc);
