@@ -6,6 +6,8 @@
 
 #include <string>
 
+#include "runtime/cuda_device.h"  // cuda_available, ensure_context
+
 namespace flashgen {
 
 // Function pointers to the driver entry points flashgen uses.
@@ -50,14 +52,8 @@ struct CudaDriver {
 // clear message when libcuda cannot be loaded, cuInit fails, or no device exists.
 const CudaDriver& cuda_driver();
 
-// True when a driver and at least one device are present (never throws).
-bool cuda_available();
-
 // Throws Error(cuda_error) naming `what` (and `context`, e.g. a kernel URI) unless r == CUDA_SUCCESS.
 // CUDA_ERROR_OUT_OF_MEMORY becomes Status::out_of_memory.
 void check_cuda(CUresult r, const char* what, const std::string& context = {});
-
-// Makes the primary context of `device` current on this thread if no context is current.
-CUcontext ensure_context(int device);
 
 }  // namespace flashgen

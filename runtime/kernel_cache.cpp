@@ -1,14 +1,387 @@
-// Placeholder until its owner lands the implementation.
 #include "runtime/kernel_cache.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <shared_mutex>
+#include <thread>
+#include <thread_pool/thread_pool.hpp>
+#include <unordered_map>
+
+#include "runtime/cache_directory.h"
+#include "runtime/cuda_driver.h"
+#include "runtime/environment.h"
+#include "runtime/kernel_dump.h"
+#include "runtime/kernel_json.h"
+
 namespace flashgen {
-struct KernelCache::Impl { std::filesystem::path dir; };
-KernelCache::KernelCache(std::filesystem::path dir) : impl_(std::make_unique<Impl>()) { impl_->dir = std::move(dir); }
-KernelCache::~KernelCache() = default;
-const CompiledKernel& KernelCache::get(const KernelSpec& spec) { throw Error(Status::unsupported, "kernel cache: not yet available for " + spec.uri()); }
-std::vector<const CompiledKernel*> KernelCache::get_many(std::span<const KernelSpec> specs) { std::vector<const CompiledKernel*> out; for (auto& s : specs) out.push_back(&get(s)); return out; }
-LoadedKernel KernelCache::load(const KernelSpec& spec) { get(spec); return {}; }
-std::string KernelCache::key(const KernelSpec& spec) const { return spec.hash(); }
-std::filesystem::path KernelCache::entry_dir(const KernelSpec& spec) const { return impl_->dir / spec.uri(); }
-const std::filesystem::path& KernelCache::dir() const { return impl_->dir; }
-CacheStats KernelCache::stats() const { return {}; }
+
+namespace {
+
+// Memory-cache key: the spec's fields hashed directly (no source generation), so a
+// hit costs one hash and one map lookup.
+struct SpecHash {
+  size_t operator()(const KernelSpec& s) const {
+    const int fields[] = {static_cast<int>(s.pass), s.head_dim, static_cast<int>(s.dtype), s.block_m, s.block_n,
+                          s.warps, s.stages, s.causal, s.window, s.softcap, s.deterministic, static_cast<int>(s.arch)};
+    return XXH3_64bits(fields, sizeof fields);
+  }
+};
+
+struct LoadedModule {
+  CUcontext context = nullptr;
+  CUmodule module = nullptr;
+  CUfunction function = nullptr;
+};
+
+// One kernel of the memory cache. `mutex` is held while the kernel is being
+// resolved (disk or NVRTC), so threads asking for the same spec wait for one result.
+struct Slot {
+  std::mutex mutex;
+  std::atomic<bool> ready{false};
+  CompiledKernel kernel;
+  std::string key;
+  std::string entry_name;
+  std::mutex modules_mutex;
+  std::vector<LoadedModule> modules;  // one per CUDA context it was loaded into
+};
+
+}  // namespace
+
+struct KernelCache::Impl {
+  KernelCacheOptions options;
+  CacheDirectory disk{{}};
+  bool disk_enabled = true;
+  CompileOptions compile;
+  std::string environment;  // cache-invalidating variables, as read at construction
+  std::string nvrtc;        // NVRTC version
+  std::optional<std::filesystem::path> dump_dir;
+
+  std::once_flag disk_checked;
+  std::atomic<bool> disk_writable{false};
+  std::atomic<bool> warned_memory_only{false};
+
+  std::shared_mutex slots_mutex;
+  std::unordered_map<KernelSpec, std::unique_ptr<Slot>, SpecHash> slots;
+
+  std::atomic<long> memory_hits{0}, disk_hits{0}, compiles{0}, corrupt_entries{0};
+
+  void log(LogLevel level, const std::string& message) const { options.log(level, message); }
+
+  Slot& slot(const KernelSpec& spec) {
+    {
+      std::shared_lock lock(slots_mutex);
+      auto it = slots.find(spec);
+      if (it != slots.end()) return *it->second;
+    }
+    std::unique_lock lock(slots_mutex);
+    auto& s = slots[spec];
+    if (!s) s = std::make_unique<Slot>();
+    return *s;
+  }
+
+  GeneratedSource source_for(const KernelSpec& spec) const {
+    spec.validate();
+    return options.generate(spec);
+  }
+
+  std::string key_for(const KernelSpec& spec, const GeneratedSource& src) const {
+    const std::string header =
+        fmt::format("flashgen {}\nnvrtc {}\narch {}\noptions {}\nenvironment\n{}kernel {}\nsource {} bytes\n", version(),
+                    nvrtc, to_string(spec.arch), fmt::join(nvrtc_options(spec.arch, compile), " "), environment,
+                    src.kernel_name, src.source.size());
+    XXH3_state_t state;
+    XXH3_128bits_reset(&state);
+    XXH3_128bits_update(&state, header.data(), header.size());
+    XXH3_128bits_update(&state, src.source.data(), src.source.size());
+    const XXH128_hash_t h = XXH3_128bits_digest(&state);
+    return fmt::format("{:016x}{:016x}", h.high64, h.low64);
+  }
+
+  static std::string entry_name(const KernelSpec& spec, const std::string& key) {
+    return fmt::format("{}-{}", spec.uri(), key.substr(0, 16));
+  }
+
+  // New kernels stay in memory from now on; says so once per cache.
+  void memory_only(const std::string& why) {
+    disk_writable = false;
+    if (!warned_memory_only.exchange(true))
+      log(LogLevel::warning, fmt::format("kernel cache {} is not writable ({}): kernels are compiled in memory "
+                                         "for this process only",
+                                         disk.root().string(), why));
+  }
+
+  bool writable() {
+    std::call_once(disk_checked, [&] {
+      if (auto why = disk.prepare_for_writing())
+        memory_only(*why);
+      else
+        disk_writable = true;
+    });
+    return disk_writable;
+  }
+
+  // The verified disk entry as a CompiledKernel, or nullopt (missing, or damaged: reported once).
+  std::optional<CompiledKernel> read_entry(const KernelSpec& spec, const GeneratedSource& src, const Slot& s,
+                                           bool& damage_reported) {
+    CacheEntry entry;
+    std::string problem;
+    EntryState state = disk.read(s.entry_name, s.key, entry, problem);
+    std::optional<CompiledKernel> k;
+    if (state == EntryState::valid) {
+      try {
+        k.emplace();
+        k->spec = spec;
+        k->kernel_name = entry.meta.value("kernel_name", src.kernel_name);
+        k->source = src.source;
+        k->cubin = std::move(entry.cubin);
+        k->log = entry.meta.value("log", "");
+        k->resources = resources_from_json(entry.meta.at("resources"));
+        k->compile_ms = entry.meta.value("compile_ms", 0.0);
+        k->from_disk_cache = true;
+      } catch (const nlohmann::json::exception& e) {
+        k.reset();
+        state = EntryState::corrupt;
+        problem = fmt::format("meta.json: {}", e.what());
+      }
+    }
+    if (state == EntryState::corrupt && !damage_reported) {
+      damage_reported = true;
+      ++corrupt_entries;
+      log(LogLevel::warning, fmt::format("kernel cache entry {} is damaged ({}): recompiling it", s.entry_name, problem));
+    }
+    if (k) ++disk_hits;
+    return k;
+  }
+
+  CompiledKernel compile_now(const KernelSpec& spec, const GeneratedSource& src, const Slot& s) {
+    CompileOptions opts = compile;
+    opts.keep_ptx = dump_dir.has_value();
+    CompiledKernel k = compile_kernel(spec, src, opts);
+    ++compiles;
+    log(LogLevel::debug, fmt::format("compiled {} in {:.0f} ms: {} registers, {} bytes spilled", spec.uri(),
+                                     k.compile_ms, k.resources.registers,
+                                     k.resources.spill_stores + k.resources.spill_loads));
+    if (dump_dir) {
+      try {
+        write_kernel_dump(*dump_dir, s.entry_name, k, nvrtc_options(spec.arch, compile));
+      } catch (const Error& e) {
+        log(LogLevel::warning, e.what());
+      }
+    }
+    return k;
+  }
+
+  void store(const CompiledKernel& k, const Slot& s) {
+    const nlohmann::json meta = {
+        {"format", 1},
+        {"uri", k.spec.uri()},
+        {"key", s.key},
+        {"kernel_name", k.kernel_name},
+        {"spec", spec_to_json(k.spec)},
+        {"resources", resources_to_json(k.resources)},
+        {"nvrtc_version", nvrtc},
+        {"nvrtc_options", nvrtc_options(k.spec.arch, compile)},
+        {"flashgen_version", version()},
+        {"compile_ms", k.compile_ms},
+        {"cubin_bytes", k.cubin.size()},
+        {"cubin_xxh3", checksum_hex(k.cubin)},
+        {"log", k.log},
+    };
+    try {
+      disk.write(s.entry_name, k.source, k.cubin, meta);
+    } catch (const Error& e) {
+      memory_only(e.what());
+    }
+  }
+
+  // Memory miss: disk entry, else compile under the key's cross-process lock.
+  void resolve(const KernelSpec& spec, Slot& s) {
+    const GeneratedSource src = source_for(spec);
+    s.key = key_for(spec, src);
+    s.entry_name = entry_name(spec, s.key);
+    if (!disk_enabled) {
+      s.kernel = compile_now(spec, src, s);
+      return;
+    }
+    bool damage_reported = false;
+    if (auto k = read_entry(spec, src, s, damage_reported)) {
+      s.kernel = std::move(*k);
+      return;
+    }
+    std::optional<FileLock> lock;
+    if (writable()) {
+      try {
+        lock.emplace(disk.lock(s.entry_name));
+      } catch (const Error& e) {
+        memory_only(e.what());
+      }
+    }
+    if (lock) {
+      // Whoever held the lock before us may have just written the entry.
+      if (auto k = read_entry(spec, src, s, damage_reported)) {
+        s.kernel = std::move(*k);
+        return;
+      }
+    }
+    s.kernel = compile_now(spec, src, s);
+    if (lock) store(s.kernel, s);
+  }
+
+  Slot& ready_slot(const KernelSpec& spec) {
+    Slot& s = slot(spec);
+    if (s.ready.load(std::memory_order_acquire)) {
+      ++memory_hits;
+      return s;
+    }
+    std::lock_guard lock(s.mutex);
+    if (s.ready.load(std::memory_order_acquire)) {
+      ++memory_hits;  // another thread resolved it while we waited
+      return s;
+    }
+    resolve(spec, s);
+    s.ready.store(true, std::memory_order_release);
+    return s;
+  }
+};
+
+static KernelCacheOptions options_for(std::filesystem::path dir) {
+  KernelCacheOptions options;
+  options.dir = std::move(dir);
+  return options;
+}
+
+KernelCache::KernelCache(std::filesystem::path dir) : KernelCache(options_for(std::move(dir))) {}
+
+KernelCache::KernelCache(KernelCacheOptions options) : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  if (!options.log) options.log = default_log_sink();
+  if (!options.generate) options.generate = generate_source;
+  if (options.dir.empty()) options.dir = cache_dir_from_env();
+  m.disk_enabled = options.use_disk && !disk_cache_disabled_by_env();
+  m.disk = CacheDirectory(options.dir);
+  m.compile = CompileOptions::from_environment();
+  m.environment = cache_invalidating_environment();
+  m.nvrtc = nvrtc_version();
+  m.dump_dir = dump_dir_from_env();
+  m.options = std::move(options);
+  warn_unknown_environment_once(m.options.log);
+}
+
+KernelCache::~KernelCache() {
+  // Modules exist only if the driver loaded. Each is unloaded in its own context;
+  // failures (a context the caller already destroyed) are ignored at teardown.
+  bool any = false;
+  for (const auto& [spec, s] : impl_->slots) any = any || !s->modules.empty();
+  if (!any) return;
+  const CudaDriver& d = cuda_driver();
+  CUcontext previous = nullptr;
+  d.cuCtxGetCurrent(&previous);
+  for (const auto& [spec, s] : impl_->slots) {
+    for (const LoadedModule& m : s->modules) {
+      d.cuCtxSetCurrent(m.context);
+      d.cuModuleUnload(m.module);
+    }
+  }
+  d.cuCtxSetCurrent(previous);
+}
+
+const CompiledKernel& KernelCache::get(const KernelSpec& spec) { return impl_->ready_slot(spec).kernel; }
+
+std::vector<const CompiledKernel*> KernelCache::get_many(std::span<const KernelSpec> specs) {
+  std::vector<const CompiledKernel*> out(specs.size(), nullptr);
+  std::vector<size_t> missing;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    Slot& s = impl_->slot(specs[i]);
+    if (s.ready.load(std::memory_order_acquire)) {
+      ++impl_->memory_hits;
+      out[i] = &s.kernel;
+    } else {
+      missing.push_back(i);
+    }
+  }
+  if (missing.size() <= 1) {
+    for (size_t i : missing) out[i] = &get(specs[i]);
+    return out;
+  }
+
+  size_t threads = impl_->options.compile_threads > 0 ? impl_->options.compile_threads
+                                                      : std::max(1u, std::thread::hardware_concurrency());
+  thread_pool::ThreadPool pool(std::min(threads, missing.size()));
+  std::vector<std::future<const CompiledKernel*>> results;
+  for (size_t i : missing)
+    results.push_back(pool.Submit([this, &specs](size_t j) { return &get(specs[j]); }, i));
+  std::exception_ptr first_error;
+  for (size_t r = 0; r < results.size(); ++r) {
+    try {
+      out[missing[r]] = results[r].get();
+    } catch (...) {
+      if (!first_error) first_error = std::current_exception();
+    }
+  }
+  if (first_error) std::rethrow_exception(first_error);
+  return out;
+}
+
+LoadedKernel KernelCache::load(const KernelSpec& spec) {
+  const CudaDriver& d = cuda_driver();
+  const std::string uri = spec.uri();
+  CUcontext context = nullptr;
+  check_cuda(d.cuCtxGetCurrent(&context), "cuCtxGetCurrent", uri);
+  if (context == nullptr)
+    throw Error(Status::cuda_error,
+                fmt::format("{}: no CUDA context is current on this thread; call ensure_context(device) first", uri));
+
+  Slot& s = impl_->ready_slot(spec);
+  std::lock_guard lock(s.modules_mutex);
+  for (const LoadedModule& m : s.modules)
+    if (m.context == context) return {m.function, &s.kernel};
+
+  LoadedModule m{.context = context};
+  check_cuda(d.cuModuleLoadData(&m.module, s.kernel.cubin.data()), "cuModuleLoadData", uri);
+  const CUresult found = d.cuModuleGetFunction(&m.function, m.module, s.kernel.kernel_name.c_str());
+  const CUresult sized =
+      found == CUDA_SUCCESS
+          ? d.cuFuncSetAttribute(m.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, spec.shared_memory_bytes())
+          : found;
+  if (sized != CUDA_SUCCESS) {
+    d.cuModuleUnload(m.module);
+    check_cuda(found, "cuModuleGetFunction", fmt::format("{} (entry {})", uri, s.kernel.kernel_name));
+    check_cuda(sized, "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)",
+               fmt::format("{}, {} bytes", uri, spec.shared_memory_bytes()));
+  }
+  s.modules.push_back(m);
+  return {m.function, &s.kernel};
+}
+
+std::string KernelCache::key(const KernelSpec& spec) const {
+  return impl_->key_for(spec, impl_->source_for(spec));
+}
+
+std::string KernelCache::entry_name(const KernelSpec& spec) const { return Impl::entry_name(spec, key(spec)); }
+
+std::filesystem::path KernelCache::entry_dir(const KernelSpec& spec) const {
+  return impl_->disk.entry_path(entry_name(spec));
+}
+
+std::filesystem::path KernelCache::lock_path(const KernelSpec& spec) const {
+  return impl_->disk.lock_path(entry_name(spec));
+}
+
+const std::filesystem::path& KernelCache::dir() const { return impl_->disk.root(); }
+
+const CompileOptions& KernelCache::compile_options() const { return impl_->compile; }
+
+CacheStats KernelCache::stats() const {
+  return CacheStats{.memory_hits = impl_->memory_hits,
+                    .disk_hits = impl_->disk_hits,
+                    .compiles = impl_->compiles,
+                    .corrupt_entries = impl_->corrupt_entries,
+                    .disk_writable = impl_->disk_enabled && impl_->disk_writable};
+}
+
 }  // namespace flashgen

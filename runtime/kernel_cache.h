@@ -1,16 +1,26 @@
 // Two-level kernel cache: memory (per process) over a content-addressed disk
 // directory shared by processes. get() compiles on a miss; load() gives a CUfunction.
+//
+// Key = XXH3-128 of (generated source, NVRTC options, NVRTC version, arch,
+// flashgen version, cache-invalidating environment variables); no paths, no times.
+// Disk layout and atomicity: runtime/cache_directory.h. Cross-process: one flock per
+// key, so N processes asking for one kernel compile it once and the others load it.
 #pragma once
 
-#include <cuda.h>
-
 #include <filesystem>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "compiler/codegen.h"
+#include "flashgen/flashgen.hpp"
 #include "runtime/nvrtc_compiler.h"
+
+// The driver's handle type, declared as cuda.h does, so this header needs no CUDA headers.
+typedef struct CUfunc_st* CUfunction;
 
 namespace flashgen {
 
@@ -18,7 +28,8 @@ struct CacheStats {
   long memory_hits = 0;
   long disk_hits = 0;
   long compiles = 0;
-  long corrupt_entries = 0;
+  long corrupt_entries = 0;  // entries found damaged (recompiled and replaced)
+  bool disk_writable = false;  // false: new kernels stay in memory (read-only dir, disabled, not used yet)
 };
 
 struct LoadedKernel {
@@ -26,22 +37,43 @@ struct LoadedKernel {
   const CompiledKernel* kernel = nullptr;  // owned by the cache
 };
 
+// KernelSpec -> source; generate_source by default (tests plug in tiny kernels).
+using SourceGenerator = std::function<GeneratedSource(const KernelSpec&)>;
+
+struct KernelCacheOptions {
+  std::filesystem::path dir;  // empty: FLASHGEN_CACHE_DIR or its default (environment registry)
+  bool use_disk = true;       // false, or FLASHGEN_DISABLE_DISK_CACHE: memory only
+  SourceGenerator generate;   // empty: generate_source
+  LogSink log;                // empty: default_log_sink() (stderr, FLASHGEN_LOG_LEVEL)
+  int compile_threads = 0;    // get_many's thread pool; 0: hardware concurrency
+};
+
 class KernelCache {
  public:
   // dir empty: the default from the environment registry.
   explicit KernelCache(std::filesystem::path dir = {});
+  // The environment (NVRTC flags, dump dir, disk switch) is read once, here.
+  explicit KernelCache(KernelCacheOptions options);
   ~KernelCache();
+  KernelCache(const KernelCache&) = delete;
+  KernelCache& operator=(const KernelCache&) = delete;
 
   // The compiled kernel for spec: memory, else disk (verified), else NVRTC (and stored).
+  // The reference stays valid for the cache's lifetime. Thread-safe.
   const CompiledKernel& get(const KernelSpec& spec);
   // Compiles every missing spec in parallel; returns in the order given.
   std::vector<const CompiledKernel*> get_many(std::span<const KernelSpec> specs);
-  // The kernel loaded into the current CUDA context (dynamic smem attribute set).
+  // The kernel loaded into the current CUDA context (dynamic smem attribute set);
+  // one module per (kernel, context). Throws Error(no_device) without a driver.
   LoadedKernel load(const KernelSpec& spec);
 
-  std::string key(const KernelSpec& spec) const;  // content hash used for the entry name
+  std::string key(const KernelSpec& spec) const;  // content hash (32 hex digits)
+  std::string entry_name(const KernelSpec& spec) const;  // <uri>-<first 16 hex digits of key>
   std::filesystem::path entry_dir(const KernelSpec& spec) const;
+  std::filesystem::path lock_path(const KernelSpec& spec) const;
   const std::filesystem::path& dir() const;
+  // The NVRTC options every kernel of this cache is compiled with (part of the key).
+  const CompileOptions& compile_options() const;
   CacheStats stats() const;
 
  private:

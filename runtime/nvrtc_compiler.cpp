@@ -1,8 +1,116 @@
-// Placeholder until its owner lands the implementation.
 #include "runtime/nvrtc_compiler.h"
+
+#include <fmt/format.h>
+#include <nvrtc.h>
+
+#include <chrono>
+#include <memory>
+
+#include "runtime/environment.h"
+
 namespace flashgen {
-std::vector<std::string> nvrtc_options(Arch, const CompileOptions&) { return {}; }
-std::string nvrtc_version() { return "?"; }
-CompiledKernel compile_kernel(const KernelSpec& spec, const CompileOptions&) { throw Error(Status::unsupported, "nvrtc: not yet available for " + spec.uri()); }
-KernelResources parse_ptxas_report(const std::string&) { return {}; }
+
+namespace {
+
+// Owns one NVRTC program: programs are independent, which makes compiles thread-safe.
+struct ProgramDeleter {
+  void operator()(nvrtcProgram p) const { nvrtcDestroyProgram(&p); }
+};
+using Program = std::unique_ptr<std::remove_pointer_t<nvrtcProgram>, ProgramDeleter>;
+
+void check_nvrtc(nvrtcResult r, const char* what, const std::string& name, const std::string& log = {}) {
+  if (r == NVRTC_SUCCESS) return;
+  throw Error(Status::compile_error, fmt::format("{}: NVRTC failed: {} returned {}{}{}", name, what,
+                                                 nvrtcGetErrorString(r), log.empty() ? "" : ":\n", log));
+}
+
+std::string program_log(nvrtcProgram p) {
+  size_t size = 0;
+  if (nvrtcGetProgramLogSize(p, &size) != NVRTC_SUCCESS || size <= 1) return {};
+  std::string log(size, '\0');
+  if (nvrtcGetProgramLog(p, log.data()) != NVRTC_SUCCESS) return {};
+  log.resize(size - 1);  // drop the terminating NUL
+  return log;
+}
+
+}  // namespace
+
+CompileOptions CompileOptions::from_environment(bool keep_ptx) {
+  return CompileOptions{.keep_ptx = keep_ptx, .extra_flags = nvrtc_flags_from_env()};
+}
+
+std::vector<std::string> nvrtc_options(Arch arch, const CompileOptions& options) {
+  std::vector<std::string> out = {
+      fmt::format("--gpu-architecture={}", to_string(arch)),
+      "-std=c++17",
+      "--ptxas-options=-v",  // the resource report (registers, spills, smem) lands in the log
+      "-default-device",     // generated helpers need no __device__ annotation
+      // NVRTC >= 12.9 may serve a compile from the driver's compute cache (~/.nv) when a
+      // driver is installed: the ptxas report is then missing from the log. flashgen's
+      // own cache is the cache; NVRTC always compiles.
+      "--no-cache",
+  };
+  out.insert(out.end(), options.extra_flags.begin(), options.extra_flags.end());
+  return out;
+}
+
+std::string nvrtc_version() {
+  int major = 0, minor = 0;
+  if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) return "unknown";
+  return fmt::format("{}.{}", major, minor);
+}
+
+CompileOutput compile_source(const std::string& name, const std::string& source, Arch arch,
+                             const CompileOptions& options, std::string_view entry) {
+  const auto start = std::chrono::steady_clock::now();
+  nvrtcProgram raw = nullptr;
+  check_nvrtc(nvrtcCreateProgram(&raw, source.c_str(), (name + ".cu").c_str(), 0, nullptr, nullptr),
+              "nvrtcCreateProgram", name);
+  Program program(raw);
+
+  const std::vector<std::string> flags = nvrtc_options(arch, options);
+  std::vector<const char*> argv;
+  for (const std::string& f : flags) argv.push_back(f.c_str());
+
+  CompileOutput out;
+  const nvrtcResult compiled = nvrtcCompileProgram(raw, static_cast<int>(argv.size()), argv.data());
+  out.log = program_log(raw);
+  if (compiled != NVRTC_SUCCESS)
+    throw Error(Status::compile_error, fmt::format("{}: NVRTC failed:\n{}", name,
+                                                   out.log.empty() ? nvrtcGetErrorString(compiled) : out.log));
+
+  size_t size = 0;
+  check_nvrtc(nvrtcGetCUBINSize(raw, &size), "nvrtcGetCUBINSize", name, out.log);
+  out.cubin.resize(size);
+  check_nvrtc(nvrtcGetCUBIN(raw, out.cubin.data()), "nvrtcGetCUBIN", name, out.log);
+  if (options.keep_ptx) {
+    // NVRTC 13 keeps the PTX it handed to ptxas even for a real (sm_XX) target.
+    check_nvrtc(nvrtcGetPTXSize(raw, &size), "nvrtcGetPTXSize", name, out.log);
+    out.ptx.resize(size);
+    check_nvrtc(nvrtcGetPTX(raw, out.ptx.data()), "nvrtcGetPTX", name, out.log);
+    if (!out.ptx.empty() && out.ptx.back() == '\0') out.ptx.pop_back();
+  }
+  out.resources = parse_ptxas_report(out.log, entry);
+  out.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return out;
+}
+
+CompiledKernel compile_kernel(const KernelSpec& spec, const GeneratedSource& source, const CompileOptions& options) {
+  CompileOutput out = compile_source(spec.uri(), source.source, spec.arch, options, source.kernel_name);
+  CompiledKernel k;
+  k.spec = spec;
+  k.kernel_name = source.kernel_name;
+  k.source = source.source;
+  k.cubin = std::move(out.cubin);
+  k.ptx = std::move(out.ptx);
+  k.log = std::move(out.log);
+  k.resources = out.resources;
+  k.compile_ms = out.compile_ms;
+  return k;
+}
+
+CompiledKernel compile_kernel(const KernelSpec& spec, const CompileOptions& options) {
+  return compile_kernel(spec, generate_source(spec), options);
+}
+
 }  // namespace flashgen

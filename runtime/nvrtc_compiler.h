@@ -2,8 +2,10 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "compiler/codegen.h"
 #include "compiler/kernel_spec.h"
 
 namespace flashgen {
@@ -15,6 +17,7 @@ struct KernelResources {
   int spill_stores = 0;
   int spill_loads = 0;
   int constant_bytes = 0;
+  int barriers = 0;
 };
 
 struct CompiledKernel {
@@ -32,6 +35,18 @@ struct CompiledKernel {
 struct CompileOptions {
   bool keep_ptx = false;
   std::vector<std::string> extra_flags;  // from the environment registry (cache-invalidating)
+
+  // extra_flags = FLASHGEN_NVRTC_FLAGS.
+  static CompileOptions from_environment(bool keep_ptx = false);
+};
+
+// What NVRTC produced for one program.
+struct CompileOutput {
+  std::string cubin;  // bytes
+  std::string ptx;    // only when options.keep_ptx
+  std::string log;    // NVRTC diagnostics + the ptxas -v report
+  KernelResources resources;
+  double compile_ms = 0;
 };
 
 // The exact NVRTC option list used for `arch` (part of the cache key).
@@ -39,10 +54,20 @@ std::vector<std::string> nvrtc_options(Arch arch, const CompileOptions& options)
 // "13.0"
 std::string nvrtc_version();
 
-// Thread-safe. Throws Error(compile_error) carrying the URI and the full log.
+// Compiles any CUDA source for `arch`; `name` names the program in diagnostics
+// ("<name>: NVRTC failed:\n<log>") and `entry` selects whose resources are reported
+// (empty: the worst case over every function). Thread-safe: each call owns its program.
+// Throws Error(compile_error) carrying the name and the full log.
+CompileOutput compile_source(const std::string& name, const std::string& source, Arch arch,
+                             const CompileOptions& options = {}, std::string_view entry = {});
+
+// generate_source(spec) (or the given source) compiled for spec.arch. Thread-safe.
+// Throws Error(compile_error) carrying the URI and the full log.
 CompiledKernel compile_kernel(const KernelSpec& spec, const CompileOptions& options = {});
+CompiledKernel compile_kernel(const KernelSpec& spec, const GeneratedSource& source, const CompileOptions& options);
 
 // Parses ptxas -v output ("Used 96 registers, ...", "... bytes stack frame, N bytes spill stores").
-KernelResources parse_ptxas_report(const std::string& log);
+// With `function`, the report of that entry function; else the worst case (max) over all.
+KernelResources parse_ptxas_report(const std::string& log, std::string_view function = {});
 
 }  // namespace flashgen

@@ -1,13 +1,105 @@
-// Placeholder until its owner lands the implementation.
+// `flashgen cache stats|ls|clear|env`: the on-disk kernel cache and the environment
+// variables flashgen reads.
+#include <fmt/format.h>
+
 #include <iostream>
 
+#include "runtime/cache_directory.h"
+#include "runtime/environment.h"
 #include "tools/flashgen/commands.h"
 
 namespace flashgen::cli {
+namespace {
+
+std::filesystem::path cache_root(const std::string& dir) {
+  return dir.empty() ? cache_dir_from_env() : std::filesystem::path(dir);
+}
+
+std::string size_text(std::uintmax_t bytes) {
+  if (bytes >= 1024 * 1024) return fmt::format("{:.1f} MiB", bytes / (1024.0 * 1024.0));
+  if (bytes >= 1024) return fmt::format("{:.1f} KiB", bytes / 1024.0);
+  return fmt::format("{} B", bytes);
+}
+
+void stats(const std::string& dir) {
+  const CacheDirectory cache(cache_root(dir));
+  const auto entries = cache.list();
+  std::uintmax_t bytes = 0;
+  size_t damaged = 0;
+  double compile_ms = 0;
+  for (const EntryInfo& e : entries) {
+    bytes += e.bytes;
+    if (e.state != EntryState::valid) ++damaged;
+    if (e.meta.is_object()) compile_ms += e.meta.value("compile_ms", 0.0);
+  }
+  std::cout << fmt::format("cache directory  {}\n", cache.root().string());
+  std::cout << fmt::format("entries          {} ({} damaged: recompiled on next use)\n", entries.size(), damaged);
+  std::cout << fmt::format("size             {}\n", size_text(bytes));
+  std::cout << fmt::format("compile time     {:.1f} s (NVRTC time the cached kernels took)\n", compile_ms / 1000.0);
+  if (disk_cache_disabled_by_env())
+    std::cout << "disk cache       disabled by FLASHGEN_DISABLE_DISK_CACHE\n";
+}
+
+void ls(const std::string& dir) {
+  const CacheDirectory cache(cache_root(dir));
+  const auto entries = cache.list();
+  if (entries.empty()) {
+    std::cout << fmt::format("no kernels cached in {}\n", cache.root().string());
+    return;
+  }
+  std::cout << fmt::format("{:<60} {:>10} {:>5} {:>7} {:>9}  {}\n", "entry", "size", "regs", "spills", "compile",
+                           "state");
+  for (const EntryInfo& e : entries) {
+    int registers = 0, spills = 0;
+    double ms = 0;
+    if (e.meta.is_object() && e.meta.contains("resources") && e.meta["resources"].is_object()) {
+      registers = e.meta["resources"].value("registers", 0);
+      spills = e.meta["resources"].value("spill_stores_bytes", 0) + e.meta["resources"].value("spill_loads_bytes", 0);
+      ms = e.meta.value("compile_ms", 0.0);
+    }
+    std::cout << fmt::format("{:<60} {:>10} {:>5} {:>7} {:>7.0f}ms  {}\n", e.name, size_text(e.bytes), registers,
+                             spills, ms, e.state == EntryState::valid ? "ok" : "damaged: " + e.problem);
+  }
+}
+
+void clear(const std::string& dir) {
+  const CacheDirectory cache(cache_root(dir));
+  const size_t removed = cache.clear();
+  std::cout << fmt::format("removed {} kernel{} from {}\n", removed, removed == 1 ? "" : "s", cache.root().string());
+}
+
+void env() {
+  for (const EnvVar& v : environment_variables()) {
+    const auto value = env_value(v.name);
+    std::cout << fmt::format("{}\n    {}\n    value: {}    default: {}    {}\n", v.name, v.description,
+                             value ? *value : "(unset)", v.default_value,
+                             v.effect == EnvEffect::invalidates_cache ? "changes the cache key" : "cache-neutral");
+  }
+  for (const std::string& name : unknown_flashgen_variables())
+    std::cout << fmt::format("{}\n    unknown to flashgen: ignored (a typo?)\n", name);
+}
+
+}  // namespace
 
 void register_cache(CLI::App& app) {
-  auto* cmd = app.add_subcommand("cache", "not yet available in this build");
-  cmd->callback([] { std::cout << "flashgen cache: not yet available in this build\n"; });
+  auto* cmd = app.add_subcommand("cache", "inspect or clear the on-disk kernel cache; list flashgen's environment");
+  cmd->require_subcommand(1);
+  auto dir = std::make_shared<std::string>();
+  auto add_dir = [dir](CLI::App* sub) {
+    sub->add_option("--dir", *dir, "cache directory (default: FLASHGEN_CACHE_DIR, else $XDG_CACHE_HOME/flashgen "
+                                   "or ~/.cache/flashgen)");
+  };
+  auto* s = cmd->add_subcommand("stats", "number of kernels, size, damaged entries");
+  add_dir(s);
+  s->callback([dir] { stats(*dir); });
+  auto* l = cmd->add_subcommand("ls", "one line per cached kernel: size, registers, spills, compile time");
+  add_dir(l);
+  l->callback([dir] { ls(*dir); });
+  auto* c = cmd->add_subcommand("clear", "remove every cached kernel");
+  add_dir(c);
+  c->callback([dir] { clear(*dir); });
+  auto* e = cmd->add_subcommand("env", "the FLASHGEN_* environment variables: meaning, value, effect on the cache");
+  e->callback([] { env(); });
 }
 
 }  // namespace flashgen::cli

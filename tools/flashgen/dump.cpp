@@ -1,13 +1,246 @@
-// Placeholder until its owner lands the implementation.
-#include <iostream>
+// `flashgen dump`: shows each stage of the pipeline for one kernel (or every kernel
+// of a forward+backward variant): spec -> CUDA source -> PTX -> cubin/SASS -> resources.
+#include <fmt/format.h>
+#include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <set>
+#include <sstream>
+
+#include "compiler/codegen.h"
+#include "compiler/kernel_selection.h"
+#include "runtime/environment.h"
+#include "runtime/kernel_json.h"
+#include "runtime/nvrtc_compiler.h"
 #include "tools/flashgen/commands.h"
 
 namespace flashgen::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kStages = R"(Stages (what --emit selects):
+  spec       the KernelSpec built from the options below; its URI names every file
+  source     the CUDA C++ flashgen generates for the spec (templates specialised with
+             the spec's constants; self-contained, no headers needed)
+  ptx        the PTX NVRTC produces from the source for --arch (virtual ISA)
+  sass       the machine code of the cubin ptxas produced, disassembled with nvdisasm or
+             cuobjdump (CUDA toolkit; looked up on PATH and in /usr/local/cuda/bin)
+  resources  ptxas's report for the cubin: registers, spills, stack, static shared and
+             constant memory, barriers; plus the dynamic shared memory the spec needs
+  all        every stage above
+
+--pass all dumps every kernel of the forward+backward variant: fwd, bwd_preprocess,
+bwd_dkdv and bwd_dq_convert (bwd_dq with --deterministic).
+The runtime can dump every kernel it compiles too: set FLASHGEN_DUMP_DIR=dir
+(see docs/dump.md). FLASHGEN_NVRTC_FLAGS adds NVRTC options to every compile.)";
+
+struct DumpOptions {
+  std::string pass = "fwd";
+  int head_dim = 128;
+  std::string dtype = "bf16";
+  std::optional<int> block_m, block_n, warps, stages;
+  bool causal = false;
+  std::string window;  // "L,R"
+  std::optional<float> softcap;
+  bool deterministic = false;
+  std::string arch = "sm_90a";
+  long long seqlen = 4096;
+  std::vector<std::string> emit = {"source"};
+  std::string out_dir;
+};
+
+template <typename T>
+T parsed(std::optional<T> value, const char* option, const std::string& got, const char* expected) {
+  if (!value) throw Error(Status::invalid_argument, fmt::format("{}: got '{}', expected {}", option, got, expected));
+  return *value;
+}
+
+// The code-changing options shared by every kernel of the variant.
+KernelSpec base_spec(const DumpOptions& o) {
+  KernelSpec s;
+  s.head_dim = o.head_dim;
+  s.dtype = parsed(parse_dtype(o.dtype), "--dtype", o.dtype, "fp16 or bf16");
+  s.arch = parsed(parse_arch(o.arch), "--arch", o.arch, "sm_80, sm_86, sm_89, sm_90 or sm_90a");
+  s.causal = o.causal;
+  s.deterministic = o.deterministic;
+  if (!o.window.empty()) {
+    int left = 0, right = 0;
+    char comma = 0, rest = 0;
+    std::istringstream in(o.window);
+    if (!(in >> left >> comma >> right) || comma != ',' || (in >> rest) || left < -1 || right < -1)
+      throw Error(Status::invalid_argument,
+                  fmt::format("--window: got '{}', expected L,R with integers >= -1 (-1: unbounded)", o.window));
+    s.window = true;  // the sizes are launch parameters; the kernel only knows a window exists
+  }
+  if (o.softcap) {
+    if (!(*o.softcap > 0.0f))
+      throw Error(Status::invalid_argument, fmt::format("--softcap: got {}, expected a value > 0", *o.softcap));
+    s.softcap = true;  // the cap is a launch parameter
+  }
+  if (o.block_m) s.block_m = *o.block_m;
+  if (o.block_n) s.block_n = *o.block_n;
+  if (o.warps) s.warps = *o.warps;
+  if (o.stages) s.stages = *o.stages;
+  return s;
+}
+
+std::vector<KernelSpec> specs_to_dump(const DumpOptions& o) {
+  const KernelSpec base = base_spec(o);
+  if (o.pass != "all") {
+    KernelSpec s = base;
+    s.pass = parsed(parse_pass(o.pass), "--pass", o.pass,
+                    "fwd, bwd_preprocess, bwd_dkdv, bwd_dq, bwd_dq_convert or all");
+    return {s};
+  }
+  const bool tiles_given = o.block_m || o.block_n || o.warps || o.stages;
+  if (!tiles_given) {
+    // The runtime's own choice for this problem, when the selection table exists.
+    ProblemKey p;
+    p.head_dim = base.head_dim;
+    p.dtype = base.dtype;
+    p.causal = base.causal;
+    p.window = base.window;
+    p.softcap = base.softcap;
+    p.deterministic = base.deterministic;
+    p.seqlen_q = p.seqlen_k = o.seqlen;
+    std::vector<KernelSpec> specs = select_forward_kernels(p, base.arch);
+    std::vector<KernelSpec> backward = select_backward_kernels(p, base.arch);
+    if (!specs.empty() && !backward.empty()) {
+      specs.insert(specs.end(), backward.begin(), backward.end());
+      return specs;
+    }
+  }
+  std::vector<KernelSpec> specs;
+  for (Pass pass : {Pass::fwd, Pass::bwd_preprocess, Pass::bwd_dkdv,
+                    base.deterministic ? Pass::bwd_dq : Pass::bwd_dq_convert}) {
+    KernelSpec s = base;
+    s.pass = pass;
+    specs.push_back(s);
+  }
+  return specs;
+}
+
+// nvdisasm or cuobjdump, from PATH or the toolkit's bin directory.
+std::optional<std::pair<fs::path, std::string>> find_disassembler() {
+  const std::vector<fs::path> dirs = tool_search_path();
+  for (const auto& [tool, args] : {std::pair{"nvdisasm", "--print-code"}, std::pair{"cuobjdump", "-sass"}})
+    for (const fs::path& d : dirs)
+      if (::access((d / tool).c_str(), X_OK) == 0) return std::pair{d / tool, std::string(args)};
+  return std::nullopt;
+}
+
+std::string disassemble(const CompiledKernel& k) {
+  const auto tool = find_disassembler();
+  if (!tool)
+    return "// SASS unavailable: neither nvdisasm nor cuobjdump was found on PATH or in /usr/local/cuda/bin.\n"
+           "// Install the CUDA toolkit's binary utilities, or use --emit ptx / --out DIR and disassemble\n"
+           "// the written .cubin elsewhere.\n";
+  const fs::path cubin = fs::temp_directory_path() / fmt::format("flashgen-dump-{}-{}.cubin", ::getpid(), k.spec.uri());
+  std::ofstream(cubin, std::ios::binary).write(k.cubin.data(), static_cast<std::streamsize>(k.cubin.size()));
+  const std::string command = fmt::format("'{}' {} '{}' 2>&1", tool->first.string(), tool->second, cubin.string());
+  std::string text;
+  int status = -1;
+  if (FILE* pipe = ::popen(command.c_str(), "r")) {
+    char buffer[4096];
+    for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) text.append(buffer, n);
+    status = ::pclose(pipe);
+  }
+  std::error_code ec;
+  fs::remove(cubin, ec);
+  if (status != 0)
+    throw Error(Status::internal, fmt::format("{} failed (status {}) on the cubin of {}:\n{}", tool->first.string(),
+                                              status, k.spec.uri(), text));
+  return text;
+}
+
+std::string resources_text(const CompiledKernel& k, const std::vector<std::string>& flags) {
+  const nlohmann::json j = {
+      {"kernel_name", k.kernel_name},
+      {"spec", spec_to_json(k.spec)},
+      {"resources", resources_to_json(k.resources)},
+      {"cubin_bytes", k.cubin.size()},
+      {"compile_ms", k.compile_ms},
+      {"nvrtc_version", nvrtc_version()},
+      {"nvrtc_options", flags},
+  };
+  return j.dump(2) + "\n";
+}
+
+// One stage's text, to stdout under a header or to <out>/<uri>.<extension>.
+void emit(const DumpOptions& o, const std::string& uri, const char* stage, const char* extension,
+          const std::string& text) {
+  if (o.out_dir.empty()) {
+    std::cout << fmt::format("// ===== {}: {} =====\n", uri, stage) << text;
+    if (!text.empty() && text.back() != '\n') std::cout << "\n";
+    return;
+  }
+  const fs::path path = fs::path(o.out_dir) / (uri + extension);
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  if (!out) throw Error(Status::invalid_argument, fmt::format("--out: cannot write {}", path.string()));
+  std::cerr << "wrote " << path.string() << "\n";
+}
+
+void run_dump(const DumpOptions& o) {
+  std::set<std::string> stages(o.emit.begin(), o.emit.end());
+  if (stages.count("all")) stages = {"source", "ptx", "sass", "resources"};
+  if (!o.out_dir.empty()) {
+    std::error_code ec;
+    fs::create_directories(o.out_dir, ec);
+    if (ec) throw Error(Status::invalid_argument, fmt::format("--out: cannot create {}: {}", o.out_dir, ec.message()));
+  }
+  const bool compile = stages.count("ptx") || stages.count("sass") || stages.count("resources");
+  const CompileOptions options = CompileOptions::from_environment(/*keep_ptx=*/stages.count("ptx") > 0);
+
+  for (const KernelSpec& spec : specs_to_dump(o)) {
+    const GeneratedSource source = generate_source(spec);  // validates the spec
+    const std::string uri = spec.uri();
+    if (stages.count("source")) emit(o, uri, "source", ".cu", source.source);
+    if (!compile) continue;
+    const CompiledKernel k = compile_kernel(spec, source, options);
+    if (stages.count("ptx")) emit(o, uri, "ptx", ".ptx", k.ptx);
+    if (stages.count("sass")) emit(o, uri, "sass", ".sass", disassemble(k));
+    if (stages.count("resources")) {
+      emit(o, uri, "resources", ".json", resources_text(k, nvrtc_options(spec.arch, options)));
+      if (!o.out_dir.empty()) emit(o, uri, "compile log", ".log", k.log);
+    }
+    if (!o.out_dir.empty() && (stages.count("sass") || stages.count("resources")))
+      emit(o, uri, "cubin", ".cubin", k.cubin);
+  }
+}
+
+}  // namespace
 
 void register_dump(CLI::App& app) {
-  auto* cmd = app.add_subcommand("dump", "not yet available in this build");
-  cmd->callback([] { std::cout << "flashgen dump: not yet available in this build\n"; });
+  auto options = std::make_shared<DumpOptions>();
+  auto* cmd = app.add_subcommand("dump", "show what flashgen generates for a kernel: source, PTX, SASS, resources");
+  cmd->footer(kStages);
+  cmd->add_option("--pass", options->pass, "fwd, bwd_preprocess, bwd_dkdv, bwd_dq, bwd_dq_convert, or all")
+      ->capture_default_str();
+  cmd->add_option("--head-dim", options->head_dim, "head dimension (32..256)")->capture_default_str();
+  cmd->add_option("--dtype", options->dtype, "fp16 or bf16")->capture_default_str();
+  cmd->add_option("--block-m", options->block_m, "query rows per tile (default: the spec's or the selection's)");
+  cmd->add_option("--block-n", options->block_n, "key rows per tile");
+  cmd->add_option("--warps", options->warps, "warps per CTA");
+  cmd->add_option("--stages", options->stages, "pipeline stages");
+  cmd->add_flag("--causal", options->causal, "causal masking");
+  cmd->add_option("--window", options->window, "sliding window L,R (-1: unbounded side)");
+  cmd->add_option("--softcap", options->softcap, "soft-capping of the logits, value > 0");
+  cmd->add_flag("--deterministic", options->deterministic, "deterministic backward (no atomics)");
+  cmd->add_option("--arch", options->arch, "sm_80, sm_86, sm_89, sm_90 or sm_90a")->capture_default_str();
+  cmd->add_option("--seqlen", options->seqlen, "sequence length steering the tile selection of --pass all")
+      ->capture_default_str();
+  cmd->add_option("--emit", options->emit, "stages to print: source, ptx, sass, resources, all (comma-separated)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"source", "ptx", "sass", "resources", "all"}))
+      ->capture_default_str();
+  cmd->add_option("--out", options->out_dir, "write <uri>.cu/.ptx/.sass/.json/.log/.cubin here instead of stdout");
+  cmd->callback([options] { run_dump(*options); });
 }
 
 }  // namespace flashgen::cli

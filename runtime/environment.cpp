@@ -1,0 +1,157 @@
+#include "runtime/environment.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <iostream>
+#include <sstream>
+
+extern char** environ;
+
+namespace flashgen {
+
+namespace {
+
+constexpr EnvVar kRegistry[] = {
+    {"FLASHGEN_CACHE_DIR", EnvEffect::neutral, "$XDG_CACHE_HOME/flashgen or ~/.cache/flashgen",
+     "directory of the on-disk kernel cache"},
+    {"FLASHGEN_DISABLE_DISK_CACHE", EnvEffect::neutral, "0",
+     "1: keep compiled kernels in memory only (no reads or writes of the cache directory)"},
+    {"FLASHGEN_DUMP_DIR", EnvEffect::neutral, "(unset)",
+     "write every kernel compiled (source, PTX, cubin, log, resources) to this directory"},
+    {"FLASHGEN_NVRTC_FLAGS", EnvEffect::invalidates_cache, "(unset)",
+     "extra NVRTC options, separated by spaces, appended to every compile"},
+    {"FLASHGEN_AUTOTUNE", EnvEffect::neutral, "cached",
+     "autotuning policy: off | cached | startup | full"},
+    {"FLASHGEN_LOG_LEVEL", EnvEffect::neutral, "warning",
+     "lowest level printed by the default log sink: debug | info | warning | error"},
+};
+
+const EnvVar& registered(std::string_view name) {
+  for (const EnvVar& v : kRegistry)
+    if (name == v.name) return v;
+  throw Error(Status::internal, fmt::format("environment variable {} is not in the registry (runtime/environment.cpp)", name));
+}
+
+// getenv for names outside the FLASHGEN_ registry (HOME, XDG_CACHE_HOME): kept here too.
+std::optional<std::string> raw_env(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  return std::string(v);
+}
+
+}  // namespace
+
+std::span<const EnvVar> environment_variables() { return kRegistry; }
+
+std::optional<std::string> env_value(std::string_view name) { return raw_env(registered(name).name); }
+
+std::string cache_invalidating_environment() {
+  std::string out;
+  for (const EnvVar& v : kRegistry)
+    if (v.effect == EnvEffect::invalidates_cache)
+      if (auto value = raw_env(v.name)) out += fmt::format("{}={}\n", v.name, *value);
+  return out;
+}
+
+std::vector<std::string> unknown_flashgen_variables() {
+  std::vector<std::string> out;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    std::string_view entry(*e);
+    if (!entry.starts_with("FLASHGEN_")) continue;
+    std::string_view name = entry.substr(0, entry.find('='));
+    const bool known =
+        std::any_of(std::begin(kRegistry), std::end(kRegistry), [&](const EnvVar& v) { return name == v.name; });
+    if (!known) out.emplace_back(name);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void warn_unknown_environment_once(const LogSink& log) {
+  static std::atomic<bool> reported{false};
+  if (reported.exchange(true)) return;
+  const auto unknown = unknown_flashgen_variables();
+  if (unknown.empty() || !log) return;
+  std::string known;
+  for (const EnvVar& v : kRegistry) known += fmt::format("{}{}", known.empty() ? "" : ", ", v.name);
+  log(LogLevel::warning, fmt::format("ignoring unknown environment variable(s) {}; flashgen reads only {}",
+                                     fmt::join(unknown, ", "), known));
+}
+
+std::filesystem::path cache_dir_from_env() {
+  if (auto dir = env_value("FLASHGEN_CACHE_DIR")) return *dir;
+  if (auto xdg = raw_env("XDG_CACHE_HOME")) return std::filesystem::path(*xdg) / "flashgen";
+  if (auto home = raw_env("HOME")) return std::filesystem::path(*home) / ".cache" / "flashgen";
+  return std::filesystem::temp_directory_path() / "flashgen-cache";
+}
+
+std::optional<std::filesystem::path> dump_dir_from_env() {
+  if (auto dir = env_value("FLASHGEN_DUMP_DIR")) return std::filesystem::path(*dir);
+  return std::nullopt;
+}
+
+std::vector<std::string> nvrtc_flags_from_env() {
+  std::vector<std::string> flags;
+  if (auto value = env_value("FLASHGEN_NVRTC_FLAGS")) {
+    std::istringstream in(*value);
+    for (std::string flag; in >> flag;) flags.push_back(flag);
+  }
+  return flags;
+}
+
+std::optional<AutotunePolicy> autotune_policy_from_env() {
+  auto value = env_value("FLASHGEN_AUTOTUNE");
+  if (!value) return std::nullopt;
+  if (*value == "off") return AutotunePolicy::off;
+  if (*value == "cached") return AutotunePolicy::cached;
+  if (*value == "startup") return AutotunePolicy::startup;
+  if (*value == "full") return AutotunePolicy::full;
+  throw Error(Status::invalid_argument,
+              fmt::format("FLASHGEN_AUTOTUNE: got '{}', expected off, cached, startup or full", *value));
+}
+
+const char* to_string(LogLevel level) {
+  switch (level) {
+    case LogLevel::debug: return "debug";
+    case LogLevel::info: return "info";
+    case LogLevel::warning: return "warning";
+    case LogLevel::error: return "error";
+  }
+  return "?";
+}
+
+LogLevel log_level_from_env() {
+  auto value = env_value("FLASHGEN_LOG_LEVEL");
+  for (LogLevel level : {LogLevel::debug, LogLevel::info, LogLevel::warning, LogLevel::error})
+    if (value && *value == to_string(level)) return level;
+  return LogLevel::warning;
+}
+
+bool disk_cache_disabled_by_env() {
+  auto value = env_value("FLASHGEN_DISABLE_DISK_CACHE");
+  return value && *value != "0" && *value != "false" && *value != "off";
+}
+
+std::vector<std::filesystem::path> tool_search_path() {
+  std::vector<std::filesystem::path> dirs;
+  if (auto path = raw_env("PATH")) {
+    std::istringstream in(*path);
+    for (std::string dir; std::getline(in, dir, ':');)
+      if (!dir.empty()) dirs.emplace_back(dir);
+  }
+  dirs.emplace_back("/usr/local/cuda/bin");
+  return dirs;
+}
+
+LogSink default_log_sink() {
+  const LogLevel threshold = log_level_from_env();
+  return [threshold](LogLevel level, const std::string& message) {
+    if (level >= threshold) std::cerr << "flashgen: " << to_string(level) << ": " << message << "\n";
+  };
+}
+
+}  // namespace flashgen

@@ -1,0 +1,88 @@
+// Shared by the cache tests and the race helper: a tiny kernel generator (fast to
+// compile, distinct per spec), scratch directories and scoped environment variables.
+#pragma once
+
+#include <fmt/format.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+
+#include "compiler/codegen.h"
+#include "compiler/kernel_spec.h"
+
+namespace flashgen::testing_support {
+
+// A few-instruction kernel named by the spec's URI; its body depends on the spec,
+// so different specs give different sources (and keys). `salt` changes the source alone.
+inline GeneratedSource tiny_kernel(const KernelSpec& spec, int salt = 0) {
+  const std::string name = spec.uri();
+  return {name, fmt::format("// salt {}\nextern \"C\" __global__ void {}(float* out) {{\n"
+                            "  out[threadIdx.x] = out[threadIdx.x] * {}.0f + {}.0f;\n}}\n",
+                            salt, name, spec.head_dim, spec.block_m + spec.block_n)};
+}
+
+// A fresh directory under the system temp dir, removed with its contents at scope exit.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "flashgen-test-XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+    path_ = pattern;
+    // Readable by every user: the read-only test reads it as another user.
+    std::filesystem::permissions(path_, std::filesystem::perms::owner_all | std::filesystem::perms::group_read |
+                                            std::filesystem::perms::group_exec | std::filesystem::perms::others_read |
+                                            std::filesystem::perms::others_exec);
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Sets (or unsets, with nullopt) an environment variable for the scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, std::optional<std::string> value) : name_(name) {
+    if (const char* old = getenv(name)) old_ = old;
+    if (value)
+      setenv(name, value->c_str(), 1);
+    else
+      unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (old_)
+      setenv(name_, old_->c_str(), 1);
+    else
+      unsetenv(name_);
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+inline std::string read_bytes(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+inline void write_bytes(const std::filesystem::path& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << bytes;
+}
+
+}  // namespace flashgen::testing_support

@@ -1,0 +1,396 @@
+// KernelCache in one process: memory and disk hits, integrity, keys, get_many, dumps.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <xxhash.h>
+
+#include <mutex>
+#include <random>
+
+#include "runtime/cache_directory.h"
+#include "runtime/kernel_cache.h"
+#include "tests/cache/cache_test_support.h"
+
+namespace flashgen {
+namespace {
+
+using ::testing::HasSubstr;
+using testing_support::read_bytes;
+using testing_support::ScopedEnv;
+using testing_support::ScratchDir;
+using testing_support::tiny_kernel;
+using testing_support::write_bytes;
+namespace fs = std::filesystem;
+
+// Collects what the cache logs.
+struct LogCapture {
+  std::mutex mutex;
+  std::vector<std::pair<LogLevel, std::string>> lines;
+  LogSink sink() {
+    return [this](LogLevel level, const std::string& m) {
+      std::lock_guard lock(mutex);
+      lines.emplace_back(level, m);
+    };
+  }
+  int warnings() {
+    std::lock_guard lock(mutex);
+    return static_cast<int>(std::count_if(lines.begin(), lines.end(),
+                                           [](const auto& l) { return l.first == LogLevel::warning; }));
+  }
+};
+
+std::unique_ptr<KernelCache> tiny_cache(const fs::path& dir, LogCapture* log = nullptr, int salt = 0) {
+  KernelCacheOptions options;
+  options.dir = dir;
+  options.generate = [salt](const KernelSpec& s) { return tiny_kernel(s, salt); };
+  options.log = log ? log->sink() : [](LogLevel, const std::string&) {};
+  return std::make_unique<KernelCache>(options);
+}
+
+// A random legal spec (tile fields do not matter to the tiny kernel, only to its name and body).
+KernelSpec random_spec(unsigned& seed) {
+  seed = std::random_device{}();
+  std::mt19937 g(seed);
+  for (;;) {  // redraw until legal (e.g. the shared memory of large tiles exceeds sm_86's limit)
+    KernelSpec s;
+    s.head_dim = std::uniform_int_distribution<int>(2, 16)(g) * 16;
+    s.block_m = 64;
+    s.block_n = std::uniform_int_distribution<int>(1, 4)(g) * 16;
+    s.arch = kAllArchs[std::uniform_int_distribution<int>(0, 4)(g)];
+    s.causal = g() & 1;
+    if (s.problems().empty()) return s;
+  }
+}
+
+bool is_elf(const std::string& bytes) { return bytes.size() > 4 && bytes.compare(0, 4, "\x7f" "ELF") == 0; }
+
+TEST(KernelCache, MissThenMemoryHitThenDiskHit) {
+  ScratchDir dir;
+  unsigned seed;
+  const KernelSpec spec = random_spec(seed);
+  SCOPED_TRACE(fmt::format("seed {} spec {}", seed, spec.uri()));
+
+  auto first = tiny_cache(dir.path());
+  const CompiledKernel& compiled = first->get(spec);
+  EXPECT_FALSE(compiled.from_disk_cache);
+  EXPECT_TRUE(is_elf(compiled.cubin));
+  EXPECT_EQ(first->stats().compiles, 1);
+  EXPECT_EQ(first->stats().memory_hits, 0);
+  EXPECT_TRUE(first->stats().disk_writable);
+
+  const CompiledKernel& again = first->get(spec);
+  EXPECT_EQ(&again, &compiled);
+  EXPECT_EQ(first->stats().memory_hits, 1);
+  EXPECT_EQ(first->stats().compiles, 1);
+
+  auto second = tiny_cache(dir.path());  // a new process would see the same: the disk entry
+  const CompiledKernel& loaded = second->get(spec);
+  EXPECT_TRUE(loaded.from_disk_cache);
+  EXPECT_EQ(loaded.cubin, compiled.cubin);
+  EXPECT_EQ(loaded.kernel_name, spec.uri());
+  EXPECT_EQ(loaded.resources.registers, compiled.resources.registers);
+  EXPECT_GT(loaded.resources.registers, 0);
+  EXPECT_EQ(second->stats().disk_hits, 1);
+  EXPECT_EQ(second->stats().compiles, 0);
+}
+
+TEST(KernelCache, EntryHoldsSourceCubinAndMeta) {
+  ScratchDir dir;
+  unsigned seed;
+  const KernelSpec spec = random_spec(seed);
+  SCOPED_TRACE(fmt::format("seed {}", seed));
+  auto cache = tiny_cache(dir.path());
+  const CompiledKernel& k = cache->get(spec);
+
+  const fs::path entry = cache->entry_dir(spec);
+  const std::string key = cache->key(spec);
+  ASSERT_EQ(key.size(), 32u);
+  EXPECT_EQ(entry, dir.path() / fmt::format("{}-{}", spec.uri(), key.substr(0, 16)));
+  EXPECT_EQ(read_bytes(entry / "kernel.cu"), tiny_kernel(spec).source);
+  EXPECT_EQ(read_bytes(entry / "kernel.cubin"), k.cubin);
+
+  const auto meta = nlohmann::json::parse(read_bytes(entry / "meta.json"));
+  EXPECT_EQ(meta["key"], key);
+  EXPECT_EQ(meta["uri"], spec.uri());
+  EXPECT_EQ(meta["spec"]["head_dim"], spec.head_dim);
+  EXPECT_EQ(meta["spec"]["arch"], to_string(spec.arch));
+  EXPECT_EQ(meta["resources"]["registers"], k.resources.registers);
+  EXPECT_EQ(meta["nvrtc_version"], nvrtc_version());
+  EXPECT_EQ(meta["flashgen_version"], version());
+  EXPECT_EQ(meta["cubin_bytes"], k.cubin.size());
+  EXPECT_EQ(meta["cubin_xxh3"], fmt::format("{:016x}", XXH3_64bits(k.cubin.data(), k.cubin.size())));
+  EXPECT_GT(meta["compile_ms"].get<double>(), 0.0);
+  // Nothing is left behind but the entry, its lock and the (empty) temp area.
+  EXPECT_TRUE(fs::is_empty(dir.path() / ".tmp"));
+}
+
+// Damages the entry of `spec` with `damage`, then checks that a new cache recompiles
+// (never loads the damaged bytes) and repairs the entry.
+void expect_recompiled_after(const std::function<void(const fs::path&)>& damage) {
+  ScratchDir dir;
+  unsigned seed;
+  const KernelSpec spec = random_spec(seed);
+  SCOPED_TRACE(fmt::format("seed {}", seed));
+  std::string good;
+  fs::path entry;
+  {
+    auto cache = tiny_cache(dir.path());
+    good = cache->get(spec).cubin;
+    entry = cache->entry_dir(spec);
+  }
+  damage(entry);
+
+  LogCapture log;
+  auto cache = tiny_cache(dir.path(), &log);
+  const CompiledKernel& k = cache->get(spec);
+  EXPECT_FALSE(k.from_disk_cache);
+  EXPECT_EQ(k.cubin, good);
+  EXPECT_EQ(cache->stats().corrupt_entries, 1);
+  EXPECT_EQ(cache->stats().compiles, 1);
+  EXPECT_EQ(cache->stats().disk_hits, 0);
+  EXPECT_EQ(log.warnings(), 1);
+  EXPECT_EQ(read_bytes(entry / "kernel.cubin"), good) << "the entry was not repaired";
+
+  auto after = tiny_cache(dir.path());
+  EXPECT_TRUE(after->get(spec).from_disk_cache);
+  EXPECT_EQ(after->stats().corrupt_entries, 0);
+}
+
+TEST(KernelCache, FlippedCubinByteIsRecompiledNotLoaded) {
+  expect_recompiled_after([](const fs::path& entry) {
+    std::string cubin = read_bytes(entry / "kernel.cubin");
+    cubin[cubin.size() / 2] ^= 0x5a;  // same size: only the checksum can tell
+    write_bytes(entry / "kernel.cubin", cubin);
+  });
+}
+
+TEST(KernelCache, TruncatedCubinIsRecompiled) {
+  expect_recompiled_after([](const fs::path& entry) {
+    const std::string cubin = read_bytes(entry / "kernel.cubin");
+    write_bytes(entry / "kernel.cubin", cubin.substr(0, cubin.size() / 3));
+  });
+}
+
+TEST(KernelCache, BrokenMetaIsRecompiled) {
+  expect_recompiled_after([](const fs::path& entry) { write_bytes(entry / "meta.json", "{\"key\": 12"); });
+}
+
+TEST(KernelCache, MissingCubinIsRecompiled) {
+  expect_recompiled_after([](const fs::path& entry) { fs::remove(entry / "kernel.cubin"); });
+}
+
+TEST(KernelCache, KeyDependsOnSourceOptionsEnvironmentAndArch) {
+  ScratchDir dir;
+  unsigned seed;
+  const KernelSpec spec = random_spec(seed);
+  SCOPED_TRACE(fmt::format("seed {}", seed));
+  ScopedEnv no_flags("FLASHGEN_NVRTC_FLAGS", std::nullopt);
+  const std::string base = tiny_cache(dir.path())->key(spec);
+
+  EXPECT_EQ(tiny_cache(dir.path())->key(spec), base) << "the key must be deterministic";
+  EXPECT_NE(tiny_cache(dir.path(), nullptr, /*salt=*/1)->key(spec), base) << "source change";
+  KernelSpec other_arch = spec;
+  other_arch.arch = spec.arch == Arch::sm_80 ? Arch::sm_90a : Arch::sm_80;
+  EXPECT_NE(tiny_cache(dir.path())->key(other_arch), base) << "arch change";
+  {
+    ScopedEnv flags("FLASHGEN_NVRTC_FLAGS", "--maxrregcount=128");
+    auto flagged = tiny_cache(dir.path());
+    EXPECT_EQ(flagged->compile_options().extra_flags, std::vector<std::string>{"--maxrregcount=128"});
+    EXPECT_NE(flagged->key(spec), base) << "cache-invalidating environment change";
+  }
+  {
+    ScopedEnv neutral("FLASHGEN_LOG_LEVEL", "error");
+    EXPECT_EQ(tiny_cache(dir.path())->key(spec), base) << "a cache-neutral variable changed the key";
+  }
+  ScratchDir elsewhere;
+  EXPECT_EQ(tiny_cache(elsewhere.path())->key(spec), base) << "the key must not depend on the cache path";
+}
+
+TEST(KernelCache, DifferentEnvironmentFlagsGiveSeparateEntries) {
+  ScratchDir dir;
+  const KernelSpec spec;
+  ScopedEnv no_flags("FLASHGEN_NVRTC_FLAGS", std::nullopt);
+  auto plain = tiny_cache(dir.path());
+  plain->get(spec);
+  ScopedEnv flags("FLASHGEN_NVRTC_FLAGS", "-DSOMETHING=1");
+  auto flagged = tiny_cache(dir.path());
+  EXPECT_FALSE(flagged->get(spec).from_disk_cache);
+  EXPECT_EQ(flagged->stats().compiles, 1);
+  EXPECT_NE(plain->entry_dir(spec), flagged->entry_dir(spec));
+}
+
+TEST(KernelCache, GetManyCompilesMissingSpecsInParallelInOrder) {
+  ScratchDir dir;
+  std::vector<KernelSpec> specs(5);
+  for (int i = 0; i < 5; ++i) {
+    specs[i].head_dim = 32 * (i + 1);
+    specs[i].arch = kAllArchs[i];
+  }
+  specs.push_back(specs[1]);  // a duplicate compiles once
+  KernelCacheOptions options;
+  options.dir = dir.path();
+  options.generate = [](const KernelSpec& s) { return tiny_kernel(s); };
+  options.log = [](LogLevel, const std::string&) {};
+  options.compile_threads = 3;
+  KernelCache cache(options);
+
+  const auto kernels = cache.get_many(specs);
+  ASSERT_EQ(kernels.size(), specs.size());
+  for (size_t i = 0; i < specs.size(); ++i) {
+    EXPECT_EQ(kernels[i]->spec, specs[i]) << i;
+    EXPECT_THAT(kernels[i]->log, HasSubstr(fmt::format("for '{}'", to_string(specs[i].arch)))) << i;
+  }
+  EXPECT_EQ(kernels[5], kernels[1]);
+  EXPECT_EQ(cache.stats().compiles, 5);
+
+  const auto again = cache.get_many(specs);
+  EXPECT_EQ(again, kernels);
+  EXPECT_EQ(cache.stats().compiles, 5);
+  EXPECT_EQ(cache.stats().memory_hits, 1 + 6);  // the duplicate's first lookup, then all six
+}
+
+TEST(KernelCache, CompileErrorIsReportedAndRetried) {
+  ScratchDir dir;
+  int calls = 0;
+  KernelCacheOptions options;
+  options.dir = dir.path();
+  options.log = [](LogLevel, const std::string&) {};
+  options.generate = [&calls](const KernelSpec& s) {
+    ++calls;
+    return GeneratedSource{s.uri(), "extern \"C\" __global__ void oops( {"};
+  };
+  KernelCache cache(options);
+  const KernelSpec spec;
+  try {
+    cache.get(spec);
+    FAIL() << "broken source compiled";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), Status::compile_error);
+    EXPECT_THAT(e.what(), ::testing::StartsWith(spec.uri() + ": NVRTC failed:\n"));
+  }
+  EXPECT_THROW(cache.get(spec), Error);
+  EXPECT_EQ(calls, 2) << "a failed compile must not be cached";
+  for (const auto& item : fs::directory_iterator(dir.path()))
+    EXPECT_EQ(item.path().filename().string()[0], '.') << "unexpected entry " << item.path();
+}
+
+TEST(KernelCache, InvalidSpecIsRejectedBeforeGenerating) {
+  ScratchDir dir;
+  bool generated = false;
+  KernelCacheOptions options;
+  options.dir = dir.path();
+  options.generate = [&generated](const KernelSpec& s) {
+    generated = true;
+    return tiny_kernel(s);
+  };
+  KernelCache cache(options);
+  KernelSpec bad;
+  bad.head_dim = 7;
+  try {
+    cache.get(bad);
+    FAIL() << "head_dim 7 accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), Status::invalid_argument);
+    EXPECT_THAT(e.what(), HasSubstr("head_dim"));
+  }
+  EXPECT_FALSE(generated);
+}
+
+TEST(KernelCache, DisabledDiskCacheTouchesNoFiles) {
+  ScratchDir dir;
+  const fs::path cache_dir = dir.path() / "cache";
+  ScopedEnv disabled("FLASHGEN_DISABLE_DISK_CACHE", "1");
+  auto cache = tiny_cache(cache_dir);
+  const KernelSpec spec;
+  EXPECT_TRUE(is_elf(cache->get(spec).cubin));
+  EXPECT_EQ(cache->stats().compiles, 1);
+  EXPECT_FALSE(cache->stats().disk_writable);
+  EXPECT_FALSE(fs::exists(cache_dir));
+}
+
+TEST(KernelCache, DumpDirReceivesEveryStage) {
+  ScratchDir cache_dir, dump_dir;
+  ScopedEnv dump("FLASHGEN_DUMP_DIR", dump_dir.path().string());
+  unsigned seed;
+  const KernelSpec spec = random_spec(seed);
+  SCOPED_TRACE(fmt::format("seed {}", seed));
+  auto cache = tiny_cache(cache_dir.path());
+  const CompiledKernel& k = cache->get(spec);
+
+  const fs::path d = dump_dir.path() / cache->entry_name(spec);
+  EXPECT_EQ(read_bytes(d / "kernel.cu"), k.source);
+  EXPECT_THAT(read_bytes(d / "kernel.ptx"), HasSubstr(".entry " + spec.uri()));
+  EXPECT_EQ(read_bytes(d / "kernel.cubin"), k.cubin);
+  EXPECT_THAT(read_bytes(d / "compile.log"), HasSubstr("Used "));
+  const auto resources = nlohmann::json::parse(read_bytes(d / "resources.json"));
+  EXPECT_EQ(resources["resources"]["registers"], k.resources.registers);
+  EXPECT_EQ(resources["spec"]["uri"], spec.uri());
+  EXPECT_EQ(resources["nvrtc_options"][0], fmt::format("--gpu-architecture={}", to_string(spec.arch)));
+
+  // A disk hit compiles nothing, so it dumps nothing new.
+  fs::remove_all(d);
+  auto second = tiny_cache(cache_dir.path());
+  EXPECT_TRUE(second->get(spec).from_disk_cache);
+  EXPECT_FALSE(fs::exists(d));
+}
+
+TEST(KernelCache, ConcurrentGetsOfOneSpecCompileOnce) {
+  ScratchDir dir;
+  auto cache = tiny_cache(dir.path());
+  const KernelSpec spec;
+  std::vector<const CompiledKernel*> seen(6);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 6; ++t) threads.emplace_back([&, t] { seen[t] = &cache->get(spec); });
+  for (auto& th : threads) th.join();
+  for (int t = 1; t < 6; ++t) EXPECT_EQ(seen[t], seen[0]);
+  EXPECT_EQ(cache->stats().compiles, 1);
+  EXPECT_EQ(cache->stats().memory_hits, 5);
+}
+
+TEST(CacheDirectory, ListsEntriesAndClearRemovesOnlyThem) {
+  ScratchDir dir;
+  KernelSpec a, b;
+  b.head_dim = 64;
+  auto cache = tiny_cache(dir.path());
+  cache->get(a);
+  cache->get(b);
+  // Damage b; leave a foreign directory and file that `clear` must not touch.
+  const fs::path b_cubin = cache->entry_dir(b) / "kernel.cubin";
+  write_bytes(b_cubin, read_bytes(b_cubin) + "x");
+  fs::create_directories(dir.path() / "my-notes");
+  write_bytes(dir.path() / "README", "mine");
+
+  const CacheDirectory disk(dir.path());
+  const auto entries = disk.list();
+  ASSERT_EQ(entries.size(), 2u);
+  for (const EntryInfo& e : entries) {
+    const bool is_b = e.name == cache->entry_name(b);
+    EXPECT_EQ(e.state, is_b ? EntryState::corrupt : EntryState::valid) << e.name;
+    EXPECT_GT(e.bytes, 0u);
+    if (is_b) {
+      EXPECT_THAT(e.problem, HasSubstr("bytes, meta.json records"));
+    }
+  }
+
+  EXPECT_EQ(disk.clear(), 2u);
+  EXPECT_TRUE(disk.list().empty());
+  EXPECT_TRUE(fs::exists(dir.path() / "my-notes"));
+  EXPECT_EQ(read_bytes(dir.path() / "README"), "mine");
+}
+
+TEST(KernelCache, ClearedDirectoryIsRefilledByALiveCache) {
+  ScratchDir dir;
+  LogCapture log;
+  auto cache = tiny_cache(dir.path(), &log);
+  KernelSpec a, b;
+  b.head_dim = 96;
+  cache->get(a);
+  CacheDirectory(dir.path()).clear();  // removes entries, locks and temporaries
+  cache->get(b);
+  EXPECT_TRUE(fs::exists(cache->entry_dir(b) / "meta.json"));
+  EXPECT_TRUE(cache->stats().disk_writable);
+  EXPECT_EQ(log.warnings(), 0);
+}
+
+}  // namespace
+}  // namespace flashgen
