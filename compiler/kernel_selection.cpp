@@ -1,6 +1,99 @@
-// Placeholder until its owner lands the implementation.
+// The heuristic table: for each pass, candidate tile configs by head dim, best
+// first; the first that passes KernelSpec::validate() for the arch (shared memory,
+// warp split rules) wins. Starting points are FlashAttention-2's choices for the
+// sm_80+ mma.sync path.
 #include "compiler/kernel_selection.h"
+
+#include <fmt/format.h>
+
+#include <initializer_list>
+
 namespace flashgen {
-std::vector<KernelSpec> select_forward_kernels(const ProblemKey&, Arch) { return {}; }
-std::vector<KernelSpec> select_backward_kernels(const ProblemKey&, Arch) { return {}; }
+namespace {
+
+struct Tiles {
+  int block_m, block_n, warps, stages;
+};
+
+KernelSpec base_spec(const ProblemKey& p, Pass pass, Arch arch) {
+  KernelSpec s;
+  s.pass = pass;
+  s.head_dim = p.head_dim;
+  s.dtype = p.dtype;
+  s.causal = p.causal;
+  s.window = p.window;
+  s.softcap = p.softcap;
+  s.deterministic = p.deterministic;
+  s.arch = arch;
+  return s;
+}
+
+KernelSpec first_valid(KernelSpec s, std::initializer_list<Tiles> candidates) {
+  for (const Tiles& t : candidates) {
+    s.block_m = t.block_m;
+    s.block_n = t.block_n;
+    s.warps = t.warps;
+    s.stages = t.stages;
+    if (s.problems().empty()) return s;
+  }
+  s.validate();  // throws with the last candidate's problems
+  return s;
+}
+
+// Every list ends with configs small enough for the 99 KB of sm_86/sm_89. The first
+// entries were checked for zero spills with ptxas (docs/perf-notes.md, "kernels").
+KernelSpec forward_spec(const ProblemKey& p, Arch arch) {
+  const KernelSpec s = base_spec(p, Pass::fwd, arch);
+  const int d = s.padded_head_dim();
+  // Up to d64, 32 query rows per warp fit (248 registers): each K/V fragment feeds two mma.
+  if (d <= 64) return first_valid(s, {{128, 64, 4, 2}, {128, 128, 8, 2}, {64, 64, 4, 2}});
+  if (d <= 96) return first_valid(s, {{128, 128, 8, 2}, {128, 64, 8, 2}, {64, 64, 4, 2}});
+  if (d <= 160) return first_valid(s, {{128, 64, 8, 2}, {128, 32, 8, 2}, {64, 32, 4, 2}, {64, 32, 4, 1}});
+  if (d <= 192) return first_valid(s, {{128, 32, 8, 2}, {64, 32, 4, 2}, {64, 32, 4, 1}});
+  return first_valid(s, {{128, 16, 8, 2}, {64, 16, 4, 2}, {64, 16, 4, 1}});
+}
+
+KernelSpec rowwise_spec(const ProblemKey& p, Pass pass, Arch arch) {
+  return first_valid(base_spec(p, pass, arch), {{64, 64, 4, 1}});
+}
+
+// Warps split the keys in 16-row slices and, beyond that, the head dim; a config
+// whose split does not divide the padded head dim is skipped for the next one.
+KernelSpec dkdv_spec(const ProblemKey& p, Arch arch) {
+  const KernelSpec s = base_spec(p, Pass::bwd_dkdv, arch);
+  const int d = s.padded_head_dim();
+  if (d <= 64) return first_valid(s, {{64, 128, 8, 2}, {64, 64, 8, 2}, {64, 64, 4, 1}});
+  if (d <= 96) return first_valid(s, {{64, 64, 8, 2}, {64, 64, 8, 1}, {32, 64, 4, 1}});
+  // The softcap derivative keeps 16 more registers live per thread, and ptxas schedules the
+  // deterministic (no dQ) variant differently: both spill at 32x128 on some arch, not at 32x64.
+  if (d <= 128 && (p.softcap || p.deterministic))
+    return first_valid(s, {{32, 64, 8, 2}, {64, 64, 8, 2}, {32, 64, 8, 1}, {32, 64, 4, 1}});
+  if (d <= 128) return first_valid(s, {{32, 128, 8, 2}, {64, 64, 8, 2}, {32, 64, 8, 1}, {32, 64, 4, 1}});
+  if (d <= 160) return first_valid(s, {{32, 64, 8, 2}, {32, 64, 8, 1}, {32, 32, 4, 1}});
+  if (d <= 192) return first_valid(s, {{32, 64, 8, 1}, {32, 32, 8, 1}, {32, 32, 4, 1}});
+  return first_valid(s, {{32, 32, 8, 1}, {32, 32, 4, 1}, {16, 16, 1, 1}});
+}
+
+KernelSpec dq_spec(const ProblemKey& p, Arch arch) {
+  const KernelSpec s = base_spec(p, Pass::bwd_dq, arch);
+  const int d = s.padded_head_dim();
+  if (d <= 192) return first_valid(s, {{64, 32, 4, 2}, {64, 32, 4, 1}, {64, 16, 4, 1}});
+  return first_valid(s, {{64, 16, 4, 2}, {64, 16, 4, 1}, {32, 16, 2, 1}});
+}
+
+}  // namespace
+
+std::vector<KernelSpec> select_forward_kernels(const ProblemKey& problem, Arch arch) {
+  return {forward_spec(problem, arch)};
+}
+
+std::vector<KernelSpec> select_backward_kernels(const ProblemKey& problem, Arch arch) {
+  std::vector<KernelSpec> out = {rowwise_spec(problem, Pass::bwd_preprocess, arch), dkdv_spec(problem, arch)};
+  if (problem.deterministic)
+    out.push_back(dq_spec(problem, arch));
+  else
+    out.push_back(rowwise_spec(problem, Pass::bwd_dq_convert, arch));
+  return out;
+}
+
 }  // namespace flashgen

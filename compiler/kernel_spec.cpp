@@ -90,9 +90,30 @@ std::vector<std::string> KernelSpec::problems() const {
           block_m, warps, 16 * warps);
   }
   if (pass == Pass::bwd_dkdv) {
-    if (block_n % (16 * warps) != 0)
-      add(out, "block_n: got {} with {} warps, expected a multiple of 16*warps = {} (each warp owns 16 key rows)",
-          block_n, warps, 16 * warps);
+    // Warps split the keys in 16-row slices; more warps than slices split the head dim
+    // of the dK/dV accumulators (in 8-column steps). The dQ product (atomic path)
+    // splits the query rows the same way.
+    const int d = padded_head_dim();
+    auto check_split = [&](const char* field, int rows, const char* what) {
+      const int slices = rows / 16;
+      if (warps <= slices) {
+        if (slices % warps != 0)
+          add(out, "{}: got {} with {} warps, expected a multiple of 16*warps = {} ({})", field, rows, warps,
+              16 * warps, what);
+      } else if (warps % slices != 0 || (d / 8) % (warps / slices) != 0) {
+        add(out,
+            "warps: got {} for {} = {} and padded head_dim {}, expected warps / ({}/16) to divide head_dim/8 ({})",
+            warps, field, rows, d, field, what);
+      }
+    };
+    check_split("block_n", block_n, "dK/dV rows per warp");
+    if (!deterministic) check_split("block_m", block_m, "dQ rows per warp");
+  }
+  if (pass == Pass::bwd_preprocess || pass == Pass::bwd_dq_convert || pass == Pass::bwd_dkdv) {
+    // These index the fp32 dQ accumulator without row bounds: its rows are seqlen_q
+    // rounded up to 128 (the runtime's seqlen_q_rounded).
+    if (128 % block_m != 0)
+      add(out, "block_m: got {}, expected a divisor of 128 (the dQ accumulator's row rounding)", block_m);
   }
   const int smem = shared_memory_bytes();
   if (smem > max_shared_memory(arch))

@@ -1,19 +1,30 @@
-// Shared memory each pass's kernel allocates, bytes. Must match the layout the
-// templates use (templates/*_kernel.cuh); validate() compares it with the arch limit.
+// Shared memory each pass's kernel allocates, bytes. Mirrors the layouts of the
+// templates (the *Layout structs in templates/*_kernel.cuh and SmemTile in
+// templates/memory.cuh); validate() compares it with the arch limit.
 #include "compiler/kernel_spec.h"
 
 namespace flashgen {
+namespace {
+
+// SmemTile<rows, cols>: rows of 16-bit elements; swizzled when a row holds a
+// multiple of 8 16-byte chunks, else padded by one chunk.
+int tile_bytes(int rows, int cols) {
+  const bool swizzled = (cols / 8) % 8 == 0;
+  return rows * (swizzled ? cols : cols + 8) * 2;
+}
+
+}  // namespace
 
 int KernelSpec::shared_memory_bytes() const {
   const int d = padded_head_dim();
-  const int elt = 2;  // fp16/bf16
   switch (pass) {
-    case Pass::fwd:  // Q tile + `stages` K and V tiles
-      return block_m * d * elt + stages * 2 * block_n * d * elt;
-    case Pass::bwd_dkdv:  // K, V tiles + `stages` Q and dO tiles + lse/D rows + P and dS tiles
-      return 2 * block_n * d * elt + stages * (2 * block_m * d * elt + 2 * block_m * 4) + 2 * block_m * block_n * elt;
-    case Pass::bwd_dq:  // Q, dO tiles + `stages` K and V tiles + dS tile
-      return 2 * block_m * d * elt + stages * 2 * block_n * d * elt + block_m * block_n * elt;
+    case Pass::fwd:  // Q tile + `stages` x (K tile, V tile)
+      return tile_bytes(block_m, d) + stages * 2 * tile_bytes(block_n, d);
+    case Pass::bwd_dkdv:  // K, V tiles + `stages` x (Q, dO tiles, lse and D rows) + dS^T tile (atomic dQ)
+      return 2 * tile_bytes(block_n, d) + stages * (2 * tile_bytes(block_m, d) + 2 * block_m * 4) +
+             (deterministic ? 0 : tile_bytes(block_n, block_m));
+    case Pass::bwd_dq:  // Q, dO tiles + `stages` x (K tile, V tile)
+      return 2 * tile_bytes(block_m, d) + stages * 2 * tile_bytes(block_n, d);
     case Pass::bwd_preprocess:
     case Pass::bwd_dq_convert:
       return 0;

@@ -28,6 +28,8 @@ constexpr EnvVar kRegistry[] = {
      "autotuning policy: off | cached | startup | full"},
     {"FLASHGEN_LOG_LEVEL", EnvEffect::neutral, "warning",
      "lowest level printed by the default log sink: debug | info | warning | error"},
+    {"FLASHGEN_LIBRARY", EnvEffect::neutral, "(unset)",
+     "path of libflashgen.so for the Python package (read by python/flashgen, not by the runtime)"},
 };
 
 const EnvVar& registered(std::string_view name) {

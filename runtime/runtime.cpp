@@ -18,7 +18,12 @@ struct Runtime::Impl {
 
   // The kernel cache is created on the first GPU call: a CPU-only user never touches disk.
   KernelCache& kernels() {
-    std::call_once(cache_once, [&] { cache = std::make_unique<KernelCache>(options.cache_dir); });
+    std::call_once(cache_once, [&] {
+      KernelCacheOptions cache_options;
+      cache_options.dir = options.cache_dir;
+      cache_options.log = options.log;
+      cache = std::make_unique<KernelCache>(std::move(cache_options));
+    });
     return *cache;
   }
 };

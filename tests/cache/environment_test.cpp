@@ -24,7 +24,7 @@ TEST(Environment, RegistryDeclaresEveryKnobOnceWithItsEffect) {
   }
   EXPECT_EQ(names, (std::set<std::string>{"FLASHGEN_CACHE_DIR", "FLASHGEN_DUMP_DIR", "FLASHGEN_AUTOTUNE",
                                           "FLASHGEN_NVRTC_FLAGS", "FLASHGEN_LOG_LEVEL",
-                                          "FLASHGEN_DISABLE_DISK_CACHE"}));
+                                          "FLASHGEN_DISABLE_DISK_CACHE", "FLASHGEN_LIBRARY"}));
 }
 
 TEST(Environment, ReadingAnUnregisteredNameIsAnInternalError) {

@@ -13,6 +13,7 @@
 
 #include "compiler/codegen.h"
 #include "compiler/kernel_selection.h"
+#include "compiler/mlir_text.h"
 #include "runtime/environment.h"
 #include "runtime/kernel_json.h"
 #include "runtime/nvrtc_compiler.h"
@@ -32,6 +33,8 @@ constexpr const char* kStages = R"(Stages (what --emit selects):
              cuobjdump (CUDA toolkit; looked up on PATH and in /usr/local/cuda/bin)
   resources  ptxas's report for the cubin: registers, spills, stack, static shared and
              constant memory, barriers; plus the dynamic shared memory the spec needs
+  mlir       the kernels as MLIR `flash.kernel` ops (the dialect's text form; what
+             flashgen-opt prints), one module for all the kernels dumped
   all        every stage above
 
 --pass all dumps every kernel of the forward+backward variant: fwd, bwd_preprocess,
@@ -188,7 +191,7 @@ void emit(const DumpOptions& o, const std::string& uri, const char* stage, const
 
 void run_dump(const DumpOptions& o) {
   std::set<std::string> stages(o.emit.begin(), o.emit.end());
-  if (stages.count("all")) stages = {"source", "ptx", "sass", "resources"};
+  if (stages.count("all")) stages = {"source", "ptx", "sass", "resources", "mlir"};
   if (!o.out_dir.empty()) {
     std::error_code ec;
     fs::create_directories(o.out_dir, ec);
@@ -197,7 +200,18 @@ void run_dump(const DumpOptions& o) {
   const bool compile = stages.count("ptx") || stages.count("sass") || stages.count("resources");
   const CompileOptions options = CompileOptions::from_environment(/*keep_ptx=*/stages.count("ptx") > 0);
 
-  for (const KernelSpec& spec : specs_to_dump(o)) {
+  const std::vector<KernelSpec> specs = specs_to_dump(o);
+  if (stages.count("mlir")) {
+    for (const KernelSpec& spec : specs) spec.validate();
+    // One module: exactly what flashgen-opt prints for these kernels (no per-kernel headers).
+    if (o.out_dir.empty())
+      std::cout << mlir_module(specs);
+    else
+      emit(o, specs.size() == 1 ? specs[0].uri() : "kernels", "mlir", ".mlir", mlir_module(specs));
+  }
+  stages.erase("mlir");
+  for (const KernelSpec& spec : specs) {
+    if (stages.empty()) break;
     const GeneratedSource source = generate_source(spec);  // validates the spec
     const std::string uri = spec.uri();
     if (stages.count("source")) emit(o, uri, "source", ".cu", source.source);
@@ -235,9 +249,9 @@ void register_dump(CLI::App& app) {
   cmd->add_option("--arch", options->arch, "sm_80, sm_86, sm_89, sm_90 or sm_90a")->capture_default_str();
   cmd->add_option("--seqlen", options->seqlen, "sequence length steering the tile selection of --pass all")
       ->capture_default_str();
-  cmd->add_option("--emit", options->emit, "stages to print: source, ptx, sass, resources, all (comma-separated)")
+  cmd->add_option("--emit", options->emit, "stages to print: source, ptx, sass, resources, mlir, all (comma-separated)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"source", "ptx", "sass", "resources", "all"}))
+      ->check(CLI::IsMember({"source", "ptx", "sass", "resources", "mlir", "all"}))
       ->capture_default_str();
   cmd->add_option("--out", options->out_dir, "write <uri>.cu/.ptx/.sass/.json/.log/.cubin here instead of stdout");
   cmd->callback([options] { run_dump(*options); });

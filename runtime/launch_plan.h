@@ -1,0 +1,29 @@
+// What the GPU backend launches for a problem, as plain data: each kernel's spec,
+// grid and filled parameter block, in launch order. gpu_attention.cpp launches a
+// plan on a stream; tests run the same plan through the CPU emulator of the kernels.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <vector>
+
+#include "compiler/kernel_spec.h"
+#include "runtime/validate.h"
+#include "templates/attention_params.h"
+
+namespace flashgen {
+
+struct KernelLaunch {
+  KernelSpec spec;
+  std::array<unsigned, 3> grid{};  // a zero dimension means nothing to launch
+  FlashAttentionParams params{};
+};
+
+// Bytes of the backward workspace: the fp32 dQ accumulator (unless deterministic), then D.
+std::size_t backward_workspace_bytes(const Problem& p);
+
+std::vector<KernelLaunch> plan_forward(const ForwardArgs& args, const Problem& p, Arch arch);
+// `workspace` holds backward_workspace_bytes(p) bytes of device memory.
+std::vector<KernelLaunch> plan_backward(const BackwardArgs& args, const Problem& p, Arch arch, void* workspace);
+
+}  // namespace flashgen

@@ -1,0 +1,217 @@
+// Backward dK/dV (FlashAttention-2). One CTA = one K/V tile (kBlockN keys) of one
+// (batch, kv head); it loops over the query heads of its GQA group and over the Q
+// tiles that can see its keys, and recomputes the transposed scores from lse:
+//   S^T = K.Q^T, P^T = exp2(S^T * scale_log2 - lse * log2e), dV += P^T.dO,
+//   dP^T = V.dO^T, dS^T = P^T * (dP^T - D) (times the softcap derivative),
+//   dK += dS^T.Q, and (unless deterministic) dQ_accum += dS.K with fp32 atomics.
+// dK (times softmax_scale) and dV are written once, summed over the group: no atomics.
+// Warps split the keys (16-row slices) and, when there are more warps than slices,
+// the head dim of the dK/dV accumulators.
+namespace flash {
+
+struct BwdDkdvLayout {
+  using KV = SmemTile<kBlockN, kHeadDimPadded>;
+  using Q = SmemTile<kBlockM, kHeadDimPadded>;  // Q and dO
+  using DS = SmemTile<kBlockN, kBlockM>;        // dS^T, for the dQ product
+  static constexpr int kStageBytes = 2 * Q::kBytes + 2 * kBlockM * 4;  // Q, dO, lse*log2e, D
+  static constexpr int kBytes = 2 * KV::kBytes + kStages * kStageBytes + (kDeterministic ? 0 : DS::kBytes);
+};
+
+__device__ __forceinline__ void bwd_dkdv_kernel(const FlashAttentionParams& p) {
+  using L = BwdDkdvLayout;
+  constexpr int kThreads = kWarps * 32;
+  constexpr int kWarpsN = kWarps < kBlockN / 16 ? kWarps : kBlockN / 16;
+  constexpr int kWarpsD = kWarps / kWarpsN;
+  constexpr int kRT = kBlockN / (16 * kWarpsN);  // key slices per warp
+  constexpr int kMT = kBlockM / 8;               // query n8 tiles of S^T
+  constexpr int kDAcc = kHeadDimPadded / kWarpsD;
+  constexpr int kDT = kDAcc / 8;
+  // dQ = dS.K split: warps over 16-row query slices, then over the head dim.
+  constexpr int kDqWarpsM = kWarps < kBlockM / 16 ? kWarps : kBlockM / 16;
+  constexpr int kDqWarpsD = kWarps / kDqWarpsM;
+  constexpr int kDqRT = kBlockM / (16 * kDqWarpsM);
+  constexpr int kDqDT = kHeadDimPadded / kDqWarpsD / 8;
+
+  const u32 s_k = smem_u32(dynamic_smem());
+  const u32 s_v = s_k + L::KV::kBytes;
+  const u32 s_stages = s_v + L::KV::kBytes;
+  const u32 s_ds = s_stages + kStages * L::kStageBytes;
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int warp_n = warp % kWarpsN, warp_d = warp / kWarpsN;
+  const int warp_row0 = warp_n * 16 * kRT;
+  const int d0 = warp_d * kDAcc;
+  const int n_block = blockIdx.x, h_kv = blockIdx.y, b = blockIdx.z;
+  const int group = p.heads_q / p.heads_kv;
+  const int n0 = n_block * kBlockN;
+  const int rows_k = min(kBlockN, p.seqlen_k - n0);
+
+  const u16* k = static_cast<const u16*>(p.k) + b * p.k_stride.batch + h_kv * p.k_stride.head + n0 * p.k_stride.row;
+  const u16* v = static_cast<const u16*>(p.v) + b * p.v_stride.batch + h_kv * p.v_stride.head + n0 * p.v_stride.row;
+
+  const Visibility vis(p);
+  int q_lo, q_hi, m_begin, m_end;
+  vis.query_range(n0, n0 + rows_k, q_lo, q_hi);
+  tile_span<kBlockM>(q_lo, q_hi, m_begin, m_end);
+  const int tiles_per_head = m_end - m_begin;
+  const int total = group * tiles_per_head;
+
+  load_tile<L::KV, kThreads>(s_k, k, p.k_stride.row, rows_k, tid);
+  load_tile<L::KV, kThreads>(s_v, v, p.v_stride.row, rows_k, tid);
+  cp_async_commit();
+
+  // Work item t: query head h_kv * group + t / tiles_per_head, Q tile m_begin + t % tiles_per_head.
+  auto load_stage = [&](int t, int stage) {
+    const int h = h_kv * group + t / tiles_per_head;
+    const int m0 = (m_begin + t % tiles_per_head) * kBlockM;
+    const u32 dst = s_stages + stage * L::kStageBytes;
+    const u16* q = static_cast<const u16*>(p.q) + b * p.q_stride.batch + h * p.q_stride.head + m0 * p.q_stride.row;
+    const u16* dout =
+        static_cast<const u16*>(p.dout) + b * p.dout_stride.batch + h * p.dout_stride.head + m0 * p.dout_stride.row;
+    load_tile<L::Q, kThreads>(dst, q, p.q_stride.row, p.seqlen_q - m0, tid);
+    load_tile<L::Q, kThreads>(dst + L::Q::kBytes, dout, p.dout_stride.row, p.seqlen_q - m0, tid);
+    const i64 row_base = (static_cast<i64>(b) * p.heads_q + h) * p.seqlen_q_rounded + m0;
+    for (int i = tid; i < kBlockM; i += kThreads) {
+      const bool valid = m0 + i < p.seqlen_q;
+      const float lse = valid ? p.lse[(static_cast<i64>(b) * p.heads_q + h) * p.seqlen_q + m0 + i] : neg_inf();
+      // Rows with no visible key (lse = -inf) and rows past seqlen_q get P = exp2(s - inf) = 0.
+      st_shared_f32(dst + 2 * L::Q::kBytes + 4 * i, lse == neg_inf() ? pos_inf() : lse * kLog2e);
+      st_shared_f32(dst + 2 * L::Q::kBytes + 4 * (kBlockM + i), valid ? p.dsum[row_base + i] : 0.0f);
+    }
+  };
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < total) load_stage(s, s);
+    cp_async_commit();
+  }
+
+  float acc_dk[kRT][kDT][4], acc_dv[kRT][kDT][4];
+  zero(acc_dk);
+  zero(acc_dv);
+  const float softcap_pre = kSoftcap ? p.softmax_scale / p.softcap : 0.0f;
+  const float inv_cap = kSoftcap ? 1.0f / p.softcap : 0.0f;
+
+  for (int t = 0; t < total; ++t) {
+    if (t + kStages - 1 < total) load_stage(t + kStages - 1, (t + kStages - 1) % kStages);
+    cp_async_commit();
+    cp_async_wait<kStages - 1>();
+    __syncthreads();
+
+    const int h = h_kv * group + t / tiles_per_head;
+    const int m0 = (m_begin + t % tiles_per_head) * kBlockM;
+    const u32 s_q = s_stages + (t % kStages) * L::kStageBytes;
+    const u32 s_do = s_q + L::Q::kBytes;
+    const u32 s_lse = s_do + L::Q::kBytes;
+    const u32 s_dsum = s_lse + 4 * kBlockM;
+
+    float s[kRT][kMT][4];
+    zero(s);
+    mma_rows_nk<kRT, kMT, kHeadDimPadded, L::KV, L::Q>(s, s_k, warp_row0, s_q, 0, lane);
+    float dtanh[kSoftcap ? kRT : 1][kSoftcap ? kMT : 1][4];
+    if constexpr (kSoftcap) {
+      softcap_scores(s, softcap_pre, p.softcap);
+#pragma unroll
+      for (int mt = 0; mt < kRT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < kMT; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const float th = s[mt][nt][e] * inv_cap;
+            dtanh[mt][nt][e] = 1.0f - th * th;
+          }
+    }
+    if (!vis.tile_visible(m0, min(m0 + kBlockM, p.seqlen_q), n0, n0 + kBlockN))
+      mask_scores<false>(s, vis, n0 + warp_row0, m0, lane);
+#pragma unroll
+    for (int mt = 0; mt < kRT; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < kMT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int col = 8 * nt + 2 * (lane & 3) + (e & 1);
+          s[mt][nt][e] = exp2_fast(fmaf(s[mt][nt][e], p.scale_log2, -ld_shared_f32(s_lse + 4 * col)));
+        }
+
+    float dp[kRT][kMT][4];
+    zero(dp);
+    mma_rows_nk<kRT, kMT, kHeadDimPadded, L::KV, L::Q>(dp, s_v, warp_row0, s_do, 0, lane);
+    mma_regs_kn<kRT, kMT, kDT, L::Q>(acc_dv, s, s_do, d0, lane);
+#pragma unroll
+    for (int mt = 0; mt < kRT; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < kMT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int col = 8 * nt + 2 * (lane & 3) + (e & 1);
+          float ds = s[mt][nt][e] * (dp[mt][nt][e] - ld_shared_f32(s_dsum + 4 * col));
+          if constexpr (kSoftcap) ds *= dtanh[mt][nt][e];
+          dp[mt][nt][e] = ds;
+        }
+    mma_regs_kn<kRT, kMT, kDT, L::Q>(acc_dk, dp, s_q, d0, lane);
+
+    if constexpr (!kDeterministic) {
+      // dS^T -> shared memory (one copy: the warps of the first head-dim slice), then
+      // dQ_accum[m0.., :] += dS.K, each warp a block of rows x head-dim columns.
+      if (warp_d == 0) {
+        const int g = lane >> 2, tq = lane & 3;
+#pragma unroll
+        for (int mt = 0; mt < kRT; ++mt)
+#pragma unroll
+          for (int nt = 0; nt < kMT; ++nt)
+#pragma unroll
+            for (int hh = 0; hh < 2; ++hh)
+              st_shared_u32(s_ds + L::DS::elem(warp_row0 + 16 * mt + g + 8 * hh, 8 * nt + 2 * tq),
+                            pack2(dp[mt][nt][2 * hh], dp[mt][nt][2 * hh + 1]));
+      }
+      __syncthreads();
+      const int dq_row0 = (warp % kDqWarpsM) * 16 * kDqRT;
+      const int dq_d0 = (warp / kDqWarpsM) * (kHeadDimPadded / kDqWarpsD);
+      float acc_dq[kDqRT][kDqDT][4];
+      zero(acc_dq);
+#pragma unroll
+      for (int kk = 0; kk < kBlockN / 16; ++kk) {
+        u32 a_ds[kDqRT][1][4];
+#pragma unroll
+        for (int mt = 0; mt < kDqRT; ++mt) load_a_trans<L::DS>(a_ds[mt][0], s_ds, dq_row0 + 16 * mt, 16 * kk, lane);
+        mma_frags_kn<kDqRT, 1, kDqDT, L::KV>(acc_dq, a_ds, s_k, 16 * kk, dq_d0, lane);
+      }
+      float* dq_acc = p.dq_accum + ((static_cast<i64>(b) * p.heads_q + h) * p.seqlen_q_rounded + m0) * kHeadDimPadded;
+      const int g = lane >> 2, tq = lane & 3;
+#pragma unroll
+      for (int mt = 0; mt < kDqRT; ++mt)
+#pragma unroll
+        for (int dt = 0; dt < kDqDT; ++dt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int row = dq_row0 + 16 * mt + g + 8 * (e >> 1);
+            const int col = dq_d0 + 8 * dt + 2 * tq + (e & 1);
+            atomicAdd(dq_acc + row * kHeadDimPadded + col, acc_dq[mt][dt][e]);
+          }
+    }
+    __syncthreads();  // the stage (and dS^T) is refilled by the next iteration
+  }
+  cp_async_wait<0>();  // the K/V copy is still in flight when no query sees these keys
+  __syncthreads();
+
+  // dK * scale and dV: registers -> the K and V tiles in shared memory -> global.
+  const int g = lane >> 2, tq = lane & 3;
+#pragma unroll
+  for (int mt = 0; mt < kRT; ++mt)
+#pragma unroll
+    for (int dt = 0; dt < kDT; ++dt)
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const int row = warp_row0 + 16 * mt + g + 8 * hh;
+        const int col = d0 + 8 * dt + 2 * tq;
+        st_shared_u32(s_k + L::KV::elem(row, col),
+                      pack2(acc_dk[mt][dt][2 * hh] * p.softmax_scale, acc_dk[mt][dt][2 * hh + 1] * p.softmax_scale));
+        st_shared_u32(s_v + L::KV::elem(row, col), pack2(acc_dv[mt][dt][2 * hh], acc_dv[mt][dt][2 * hh + 1]));
+      }
+  __syncthreads();
+  u16* dk = static_cast<u16*>(p.dk) + b * p.dk_stride.batch + h_kv * p.dk_stride.head + n0 * p.dk_stride.row;
+  u16* dv = static_cast<u16*>(p.dv) + b * p.dv_stride.batch + h_kv * p.dv_stride.head + n0 * p.dv_stride.row;
+  store_tile<L::KV, kThreads>(dk, p.dk_stride.row, s_k, rows_k, tid);
+  store_tile<L::KV, kThreads>(dv, p.dv_stride.row, s_v, rows_k, tid);
+}
+
+}  // namespace flash

@@ -1,0 +1,151 @@
+// The code generator without a GPU: golden sources, determinism, the spec rules
+// that concern the generated kernels, and the selection table.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "compiler/codegen.h"
+#include "compiler/kernel_selection.h"
+
+namespace flashgen {
+namespace {
+
+KernelSpec spec(Pass pass, int d, DType t, int bm, int bn, int w, int st, Arch arch) {
+  KernelSpec s;
+  s.pass = pass;
+  s.head_dim = d;
+  s.dtype = t;
+  s.block_m = bm;
+  s.block_n = bn;
+  s.warps = w;
+  s.stages = st;
+  s.arch = arch;
+  return s;
+}
+
+// One spec per pass, covering the code-changing options between them.
+std::vector<KernelSpec> golden_specs() {
+  std::vector<KernelSpec> out;
+  KernelSpec fwd = spec(Pass::fwd, 128, DType::bf16, 128, 64, 8, 2, Arch::sm_90a);
+  fwd.causal = true;
+  out.push_back(fwd);
+  KernelSpec dkdv = spec(Pass::bwd_dkdv, 64, DType::f16, 64, 128, 8, 2, Arch::sm_80);
+  dkdv.softcap = true;
+  out.push_back(dkdv);
+  KernelSpec dq = spec(Pass::bwd_dq, 59, DType::bf16, 64, 32, 4, 2, Arch::sm_90);
+  dq.window = true;
+  dq.deterministic = true;
+  out.push_back(dq);
+  out.push_back(spec(Pass::bwd_preprocess, 96, DType::f16, 64, 64, 4, 1, Arch::sm_80));
+  out.push_back(spec(Pass::bwd_dq_convert, 256, DType::bf16, 64, 64, 4, 1, Arch::sm_90a));
+  return out;
+}
+
+std::string read_file(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(Codegen, MatchesGoldenSources) {
+  const std::filesystem::path golden = std::filesystem::path(FLASHGEN_SOURCE_DIR) / "tests/compiler/golden";
+  const std::filesystem::path actual = std::filesystem::path(FLASHGEN_BINARY_DIR) / "golden-actual";
+  for (const KernelSpec& s : golden_specs()) {
+    const GeneratedSource g = generate_source(s);
+    const std::filesystem::path file = golden / (g.kernel_name + ".cu");
+    if (!std::filesystem::exists(file) || read_file(file) != g.source) {
+      std::filesystem::create_directories(actual);
+      std::ofstream(actual / (g.kernel_name + ".cu"), std::ios::binary) << g.source;
+      ADD_FAILURE() << g.kernel_name << ": generated source differs from " << file << "; the new text is in "
+                    << (actual / (g.kernel_name + ".cu")) << " (copy it over if the change is intended)";
+    }
+  }
+}
+
+TEST(Codegen, SameSpecGivesIdenticalBytes) {
+  for (const KernelSpec& s : golden_specs()) {
+    EXPECT_EQ(generate_source(s).source, generate_source(s).source) << s.uri();
+  }
+}
+
+TEST(Codegen, SourceIsSelfContainedAndNamedAfterTheSpec) {
+  for (const KernelSpec& s : golden_specs()) {
+    const GeneratedSource g = generate_source(s);
+    EXPECT_EQ(g.kernel_name, s.uri());
+    EXPECT_EQ(g.source.find("#include"), std::string::npos) << s.uri() << ": NVRTC has no headers to include";
+    EXPECT_NE(g.source.find("extern \"C\" __global__ void __launch_bounds__(" + std::to_string(s.threads()) + ", 1) " +
+                            s.uri() + "("),
+              std::string::npos)
+        << s.uri();
+    EXPECT_NE(g.source.find("constexpr int kHeadDim = " + std::to_string(s.head_dim) + ";"), std::string::npos);
+    EXPECT_NE(g.source.find("constexpr int kHeadDimPadded = " + std::to_string(s.padded_head_dim()) + ";"),
+              std::string::npos);
+  }
+}
+
+TEST(Codegen, OptionsChangeTheSource) {
+  KernelSpec a = golden_specs()[0];
+  KernelSpec b = a;
+  b.causal = !a.causal;
+  EXPECT_NE(generate_source(a).source, generate_source(b).source);
+  EXPECT_NE(generate_source(a).source.find("constexpr bool kCausal = true;"), std::string::npos);
+  EXPECT_NE(generate_source(b).source.find("constexpr bool kCausal = false;"), std::string::npos);
+}
+
+void expect_rejected(const KernelSpec& s, const std::string& field) {
+  try {
+    generate_source(s);
+    ADD_FAILURE() << s.uri() << " was accepted, expected a problem naming " << field;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), Status::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+  }
+}
+
+TEST(Codegen, RejectsSpecsTheKernelsCannotRun) {
+  // dK/dV: 8 warps over 48 keys (3 slices) split neither the keys nor the head dim evenly.
+  expect_rejected(spec(Pass::bwd_dkdv, 128, DType::bf16, 64, 48, 8, 1, Arch::sm_90a), "warps");
+  // dQ product: 8 warps over 2 query slices = 4 head-dim slices of 80 columns (10 n8 tiles).
+  expect_rejected(spec(Pass::bwd_dkdv, 80, DType::bf16, 32, 128, 8, 1, Arch::sm_90a), "warps");
+  // Forward: each warp owns 16-row slices of block_m.
+  expect_rejected(spec(Pass::fwd, 64, DType::bf16, 64, 64, 8, 2, Arch::sm_80), "block_m");
+  // The dQ accumulator rows are rounded to 128.
+  expect_rejected(spec(Pass::bwd_preprocess, 64, DType::bf16, 96, 64, 4, 1, Arch::sm_80), "block_m");
+  // Shared memory over the arch's limit.
+  expect_rejected(spec(Pass::fwd, 256, DType::bf16, 128, 128, 8, 3, Arch::sm_86), "shared memory");
+}
+
+TEST(KernelSelection, EveryHeadDimGetsValidKernelsOnEveryArch) {
+  for (Arch arch : kAllArchs)
+    for (int d = 32; d <= 256; ++d)
+      for (int flags = 0; flags < 16; ++flags) {
+        ProblemKey k;
+        k.head_dim = d;
+        k.dtype = flags & 1 ? DType::bf16 : DType::f16;
+        k.causal = flags & 2;
+        k.softcap = flags & 4;
+        k.deterministic = flags & 8;
+        const auto fwd = select_forward_kernels(k, arch);
+        const auto bwd = select_backward_kernels(k, arch);
+        ASSERT_EQ(fwd.size(), 1u);
+        ASSERT_EQ(bwd.size(), 3u);
+        EXPECT_EQ(fwd[0].pass, Pass::fwd);
+        EXPECT_EQ(bwd[0].pass, Pass::bwd_preprocess);
+        EXPECT_EQ(bwd[1].pass, Pass::bwd_dkdv);
+        EXPECT_EQ(bwd[2].pass, k.deterministic ? Pass::bwd_dq : Pass::bwd_dq_convert);
+        for (const KernelSpec& s : {fwd[0], bwd[0], bwd[1], bwd[2]}) {
+          EXPECT_TRUE(s.problems().empty()) << s.uri();
+          EXPECT_LE(s.shared_memory_bytes(), max_shared_memory(arch)) << s.uri();
+          EXPECT_EQ(s.head_dim, d);
+          EXPECT_EQ(s.causal, k.causal);
+          EXPECT_EQ(s.softcap, k.softcap);
+        }
+      }
+}
+
+}  // namespace
+}  // namespace flashgen

@@ -1,0 +1,44 @@
+#include "compile_check.h"
+
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <vector>
+
+#include "runtime/nvrtc_compiler.h"
+
+namespace flashgen::test {
+
+std::string compile_case_name(const CompileCase& c) {
+  return fmt::format("d{}_{}{}{}{}_{}", c.head_dim, c.dtype == DType::bf16 ? "bf16" : "fp16", c.causal ? "_causal" : "",
+                     c.window ? "_window" : "", c.softcap ? "_softcap" : "", to_string(c.arch));
+}
+
+void expect_compiles_without_spills(const CompileCase& c) {
+  ProblemKey key;
+  key.head_dim = c.head_dim;
+  key.dtype = c.dtype;
+  key.causal = c.causal;
+  key.window = c.window;
+  key.softcap = c.softcap;
+  std::vector<KernelSpec> specs = select_forward_kernels(key, c.arch);
+  for (bool deterministic : {false, true}) {
+    key.deterministic = deterministic;
+    for (const KernelSpec& s : select_backward_kernels(key, c.arch))
+      if (!deterministic || s.pass != Pass::bwd_preprocess) specs.push_back(s);  // the same preprocess modulo zeroing
+  }
+  for (const KernelSpec& s : specs) {
+    try {
+      const CompiledKernel k = compile_kernel(s);
+      EXPECT_FALSE(k.cubin.empty()) << s.uri();
+      EXPECT_EQ(k.resources.spill_stores, 0) << s.uri() << " spills (" << k.resources.registers << " registers)";
+      EXPECT_EQ(k.resources.spill_loads, 0) << s.uri() << " spills (" << k.resources.registers << " registers)";
+      EXPECT_GT(k.resources.registers, 0) << s.uri() << ": no ptxas report parsed";
+    } catch (const Error& e) {
+      ADD_FAILURE() << s.uri() << ": " << e.what();
+    }
+  }
+}
+
+}  // namespace flashgen::test

@@ -1,0 +1,44 @@
+// The problems the kernel-emulation test runs. The build emits (emit_emulated_kernels)
+// exactly the kernels these problems select for sm_80, so both sides share this list.
+#pragma once
+
+#include <ostream>
+#include <vector>
+
+#include "flashgen/flashgen.hpp"
+
+namespace flashgen::test {
+
+struct EmulationCase {
+  int head_dim, seqlen_q, seqlen_k, batch, heads_q, heads_kv;
+  bool causal;
+  int window_left, window_right;
+  float softcap;
+  DType dtype;
+  bool deterministic;
+  bool packed_qkv;  // q, k, v views of one buffer (needs seqlen_q == seqlen_k)
+};
+
+inline void PrintTo(const EmulationCase& c, std::ostream* os) {
+  *os << "d" << c.head_dim << " q" << c.seqlen_q << " k" << c.seqlen_k << " b" << c.batch << " h" << c.heads_q << "x"
+      << c.heads_kv;
+}
+
+// Small shapes (the emulator runs every CUDA thread as a fiber) that still cross
+// tile boundaries, and every feature of the kernels at least once.
+inline std::vector<EmulationCase> emulation_cases() {
+  return {
+      {64, 113, 203, 2, 2, 2, false, -1, -1, 0.0f, DType::bf16, false, false},
+      {59, 1, 147, 1, 4, 1, true, -1, -1, 30.0f, DType::f16, true, false},
+      {128, 200, 136, 1, 4, 2, true, -1, -1, 0.0f, DType::bf16, false, false},
+      {80, 97, 97, 1, 2, 1, false, 16, 5, 0.0f, DType::f16, true, true},
+      {111, 64, 160, 1, 1, 1, false, 40, -1, 50.0f, DType::bf16, false, false},
+      {256, 70, 90, 1, 2, 1, true, -1, -1, 0.0f, DType::f16, true, false},
+      {32, 150, 150, 3, 2, 2, true, -1, -1, 0.0f, DType::bf16, false, true},
+      {160, 33, 65, 1, 2, 2, false, -1, -1, 20.0f, DType::bf16, false, false},
+      {80, 130, 70, 2, 3, 1, false, 20, 30, 0.0f, DType::f16, false, false},
+      {192, 45, 45, 1, 2, 2, true, -1, -1, 0.0f, DType::bf16, false, true},
+  };
+}
+
+}  // namespace flashgen::test

@@ -1,0 +1,466 @@
+// Generated kernels on the GPU, through flashgen::Runtime, against the fp64 CPU oracle
+// (cpu::standard_*_f64) with FlashAttention's rule:
+//   max|out - ref| <= factor * max|pt - ref| + atol   (factor 2, 3 with softcap)
+// where pt is standard attention in the input precision (input_precision_reference.h)
+// and atol the rounding of ref to the input dtype; lse within 1e-3. Outputs are
+// poisoned with NaN before every launch, inputs are fresh random values per test,
+// and padding around strided outputs must stay untouched.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "device_buffer.h"
+#include "flashgen/flashgen.hpp"
+#include "attention_rule.h"
+#include "input_precision_reference.h"
+#include "runtime/cpu/cpu_attention.h"
+#include "runtime/cpu/dtype_convert.h"
+#include "runtime/cuda_driver.h"
+#include "runtime/gpu_attention.h"
+#include "runtime/kernel_cache.h"
+#include "runtime/validate.h"
+
+namespace flashgen::test {
+namespace {
+
+using Shape = std::array<std::int64_t, 4>;
+
+struct Case {
+  int head_dim = 64;
+  int seqlen_q = 128, seqlen_k = 128;
+  int batch = 1, heads_q = 2, heads_kv = 2;
+  bool causal = false;
+  int window_left = -1, window_right = -1;
+  float softcap = 0.0f;
+  DType dtype = DType::bf16;
+  bool packed_qkv = false;  // q, k, v are views of one (batch, seqlen, hq + 2 hkv, d) buffer
+  bool deterministic = false;
+  float logit_std = 1.0f;  // standard deviation of the logits q.k * scale (about)
+};
+
+std::string case_name(const Case& c) {
+  std::string s = fmt::format("d{}_q{}_k{}_b{}_h{}x{}_{}", c.head_dim, c.seqlen_q, c.seqlen_k, c.batch, c.heads_q,
+                              c.heads_kv, c.dtype == DType::bf16 ? "bf16" : "fp16");
+  if (c.causal) s += "_causal";
+  if (c.window_left >= 0 || c.window_right >= 0)
+    s += fmt::format("_win{}_{}", c.window_left < 0 ? std::string("inf") : std::to_string(c.window_left),
+                     c.window_right < 0 ? std::string("inf") : std::to_string(c.window_right));
+  if (c.softcap > 0) s += "_softcap";
+  if (c.packed_qkv) s += "_packed";
+  if (c.deterministic) s += "_det";
+  if (c.logit_std > 1.0f) s += "_biglogits";
+  return s;
+}
+
+void PrintTo(const Case& c, std::ostream* os) { *os << case_name(c); }
+
+std::uint16_t to_bits(DType t, float x) {
+  return t == DType::bf16 ? cpu::float_to_bf16_bits(x) : cpu::float_to_half_bits(x);
+}
+float from_bits(DType t, std::uint16_t b) { return t == DType::bf16 ? cpu::bf16_bits_to_float(b) : cpu::half_bits_to_float(b); }
+
+// A 16-bit device tensor: the logical (b, s, h, d) values and a strided device view
+// inside a storage buffer that may be shared (packed qkv) and padded.
+struct Storage {
+  std::vector<std::uint16_t> host;
+  DeviceBuffer device;
+  explicit Storage(std::int64_t elems) : host(elems, 0xffff), device(elems * 2) {}
+  void upload() { device.upload(host.data(), host.size() * 2); }
+  void download() { device.download(host.data(), host.size() * 2); }
+};
+
+struct View {
+  Storage* storage;
+  std::int64_t offset;
+  Shape shape, stride;
+  std::int64_t index(std::int64_t b, std::int64_t s, std::int64_t h, std::int64_t x) const {
+    return offset + b * stride[0] + s * stride[1] + h * stride[2] + x;
+  }
+  Tensor tensor(DType t) const {
+    Tensor r;
+    r.data = static_cast<std::uint16_t*>(storage->device.data()) + offset;
+    r.dtype = t;
+    r.device = 0;
+    r.rank = 4;
+    r.shape = shape;
+    r.stride = stride;
+    return r;
+  }
+  void scatter(DType t, const std::vector<float>& logical) const {
+    std::int64_t i = 0;
+    for (std::int64_t b = 0; b < shape[0]; ++b)
+      for (std::int64_t s = 0; s < shape[1]; ++s)
+        for (std::int64_t h = 0; h < shape[2]; ++h)
+          for (std::int64_t x = 0; x < shape[3]; ++x) storage->host[index(b, s, h, x)] = to_bits(t, logical[i++]);
+  }
+  std::vector<float> gather(DType t) const {
+    std::vector<float> out;
+    out.reserve(shape[0] * shape[1] * shape[2] * shape[3]);
+    for (std::int64_t b = 0; b < shape[0]; ++b)
+      for (std::int64_t s = 0; s < shape[1]; ++s)
+        for (std::int64_t h = 0; h < shape[2]; ++h)
+          for (std::int64_t x = 0; x < shape[3]; ++x) out.push_back(from_bits(t, storage->host[index(b, s, h, x)]));
+    return out;
+  }
+};
+
+// A padded layout: each row (one position, all heads) carries `pad` extra elements.
+View padded_view(Storage& st, Shape shape, std::int64_t pad) {
+  const std::int64_t row = shape[2] * shape[3] + pad;
+  return View{&st, 0, shape, {shape[1] * row, row, shape[3], 1}};
+}
+std::int64_t padded_elems(Shape shape, std::int64_t pad) { return shape[0] * shape[1] * (shape[2] * shape[3] + pad); }
+
+// Elements of the storage outside every view must still be the poison (0xffff).
+std::int64_t count_touched_padding(const Storage& st, const std::vector<const View*>& views) {
+  std::vector<bool> inside(st.host.size(), false);
+  for (const View* v : views)
+    for (std::int64_t b = 0; b < v->shape[0]; ++b)
+      for (std::int64_t s = 0; s < v->shape[1]; ++s)
+        for (std::int64_t h = 0; h < v->shape[2]; ++h)
+          for (std::int64_t x = 0; x < v->shape[3]; ++x) inside[v->index(b, s, h, x)] = true;
+  std::int64_t touched = 0;
+  for (std::size_t i = 0; i < st.host.size(); ++i) touched += !inside[i] && st.host[i] != 0xffff;
+  return touched;
+}
+
+std::vector<float> random_values(std::mt19937& rng, std::size_t n, float stddev, DType t) {
+  std::normal_distribution<float> dist(0.0f, stddev);
+  std::vector<float> out(n);
+  for (float& x : out) x = round_to(t, dist(rng));
+  return out;
+}
+
+std::vector<double> to_f64(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+
+int cpu_threads() { return std::max(1, static_cast<int>(std::thread::hardware_concurrency())); }
+
+// Everything one case needs on the device, laid out per the case.
+struct Problem3 {
+  Case c;
+  Shape q_shape, kv_shape;
+  std::unique_ptr<Storage> qkv, q_st, k_st, v_st, o_st, do_st, dq_st, dk_st, dv_st;
+  View q, k, v, o, dout, dq, dk, dv;
+  DeviceBuffer lse;
+
+  explicit Problem3(const Case& cs) : c(cs) {
+    q_shape = {c.batch, c.seqlen_q, c.heads_q, c.head_dim};
+    kv_shape = {c.batch, c.seqlen_k, c.heads_kv, c.head_dim};
+    const std::int64_t pad = 8 * (1 + c.head_dim % 3);  // keeps rows 16-byte aligned when head_dim % 8 == 0
+    if (c.packed_qkv) {
+      const std::int64_t heads = c.heads_q + 2 * c.heads_kv, row = heads * c.head_dim;
+      qkv = std::make_unique<Storage>(c.batch * c.seqlen_q * row);
+      const Shape st = {c.seqlen_q * row, row, c.head_dim, 1};
+      q = View{qkv.get(), 0, q_shape, st};
+      k = View{qkv.get(), static_cast<std::int64_t>(c.heads_q) * c.head_dim, kv_shape, st};
+      v = View{qkv.get(), static_cast<std::int64_t>(c.heads_q + c.heads_kv) * c.head_dim, kv_shape, st};
+    } else {
+      q_st = std::make_unique<Storage>(padded_elems(q_shape, pad));
+      k_st = std::make_unique<Storage>(padded_elems(kv_shape, 0));
+      v_st = std::make_unique<Storage>(padded_elems(kv_shape, pad));
+      q = padded_view(*q_st, q_shape, pad);
+      k = padded_view(*k_st, kv_shape, 0);
+      v = padded_view(*v_st, kv_shape, pad);
+    }
+    o_st = std::make_unique<Storage>(padded_elems(q_shape, pad));
+    do_st = std::make_unique<Storage>(padded_elems(q_shape, 0));
+    dq_st = std::make_unique<Storage>(padded_elems(q_shape, pad));
+    dk_st = std::make_unique<Storage>(padded_elems(kv_shape, 0));
+    dv_st = std::make_unique<Storage>(padded_elems(kv_shape, pad));
+    o = padded_view(*o_st, q_shape, pad);
+    dout = padded_view(*do_st, q_shape, 0);
+    dq = padded_view(*dq_st, q_shape, pad);
+    dk = padded_view(*dk_st, kv_shape, 0);
+    dv = padded_view(*dv_st, kv_shape, pad);
+    lse = DeviceBuffer(static_cast<std::size_t>(c.batch) * c.heads_q * c.seqlen_q * 4);
+  }
+
+  AttentionOptions options() const {
+    AttentionOptions o;
+    o.causal = c.causal;
+    o.window_left = c.window_left;
+    o.window_right = c.window_right;
+    o.softcap = c.softcap;
+    o.deterministic = c.deterministic;
+    return o;
+  }
+  Tensor lse_tensor() const {
+    return Tensor::contiguous3(lse.data(), DType::f32, {c.batch, c.heads_q, c.seqlen_q}, 0);
+  }
+  ForwardArgs forward_args() const {
+    return ForwardArgs{q.tensor(c.dtype), k.tensor(c.dtype), v.tensor(c.dtype), o.tensor(c.dtype), lse_tensor(),
+                       options()};
+  }
+  BackwardArgs backward_args() const {
+    BackwardArgs a;
+    a.q = q.tensor(c.dtype);
+    a.k = k.tensor(c.dtype);
+    a.v = v.tensor(c.dtype);
+    a.o = o.tensor(c.dtype);
+    a.lse = lse_tensor();
+    a.dout = dout.tensor(c.dtype);
+    a.dq = dq.tensor(c.dtype);
+    a.dk = dk.tensor(c.dtype);
+    a.dv = dv.tensor(c.dtype);
+    a.options = options();
+    return a;
+  }
+};
+
+void synchronize() { check_cuda(cuda_driver().cuCtxSynchronize(), "cuCtxSynchronize (test)"); }
+
+class GpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cuda_available()) GTEST_SKIP() << "no CUDA driver or GPU on this machine: the gpu label runs on the GPU machine";
+    ensure_context(0);
+  }
+};
+
+class GpuAttention : public GpuTest, public ::testing::WithParamInterface<Case> {};
+
+// Forward then backward of one case, both checked against the oracle.
+void run_case(const Case& c) {
+  const unsigned seed = std::random_device{}();
+  SCOPED_TRACE(fmt::format("seed {} case {}", seed, case_name(c)));
+  std::mt19937 rng(seed);
+  Problem3 pr(c);
+  const std::size_t nq = static_cast<std::size_t>(c.batch) * c.seqlen_q * c.heads_q * c.head_dim;
+  const std::size_t nk = static_cast<std::size_t>(c.batch) * c.seqlen_k * c.heads_kv * c.head_dim;
+  // q.k * scale has standard deviation about qk_std^2: q, k ~ N(0, qk_std^2).
+  const float qk_std = std::sqrt(c.logit_std);
+  const std::vector<float> q = random_values(rng, nq, qk_std, c.dtype), k = random_values(rng, nk, qk_std, c.dtype),
+                           v = random_values(rng, nk, 1.0f, c.dtype), dout = random_values(rng, nq, 1.0f, c.dtype);
+  pr.q.scatter(c.dtype, q);
+  pr.k.scatter(c.dtype, k);
+  pr.v.scatter(c.dtype, v);
+  pr.dout.scatter(c.dtype, dout);
+  for (Storage* s : {pr.qkv.get(), pr.q_st.get(), pr.k_st.get(), pr.v_st.get(), pr.do_st.get()})
+    if (s) s->upload();
+  for (Storage* s : {pr.o_st.get(), pr.dq_st.get(), pr.dk_st.get(), pr.dv_st.get()}) s->device.fill_nan();
+  pr.lse.fill_nan();
+
+  Runtime rt;
+  const ForwardArgs fa = pr.forward_args();
+  rt.forward(fa);
+  synchronize();
+
+  const Problem p = validate_backward(pr.backward_args());
+  const int threads = cpu_threads();
+  const cpu::Fp64Outputs ref = cpu::standard_forward_f64(p, to_f64(q), to_f64(k), to_f64(v), threads);
+  const cpu::Fp64Gradients ref_grad = cpu::standard_backward_f64(p, to_f64(q), to_f64(k), to_f64(v), to_f64(dout), threads);
+  const PtResult pt = input_precision_attention(p, q, k, v, dout, threads);
+  const double factor = c.softcap > 0 ? 3.0 : 2.0;
+
+  pr.o_st->download();
+  std::vector<float> lse(static_cast<std::size_t>(c.batch) * c.heads_q * c.seqlen_q);
+  pr.lse.download(lse.data(), lse.size() * 4);
+  expect_rule("o", pr.o.gather(c.dtype), ref.o, pt.o, c.dtype, factor);
+  expect_lse(lse, ref.lse);
+  EXPECT_EQ(count_touched_padding(*pr.o_st, {&pr.o}), 0) << "forward wrote outside o's view";
+
+  rt.backward(pr.backward_args());
+  synchronize();
+  for (Storage* s : {pr.dq_st.get(), pr.dk_st.get(), pr.dv_st.get()}) s->download();
+  expect_rule("dq", pr.dq.gather(c.dtype), ref_grad.dq, pt.dq, c.dtype, factor);
+  expect_rule("dk", pr.dk.gather(c.dtype), ref_grad.dk, pt.dk, c.dtype, factor);
+  expect_rule("dv", pr.dv.gather(c.dtype), ref_grad.dv, pt.dv, c.dtype, factor);
+  EXPECT_EQ(count_touched_padding(*pr.dq_st, {&pr.dq}), 0) << "backward wrote outside dq's view";
+  EXPECT_EQ(count_touched_padding(*pr.dv_st, {&pr.dv}), 0) << "backward wrote outside dv's view";
+}
+
+TEST_P(GpuAttention, ForwardBackwardMatchOracle) { run_case(GetParam()); }
+
+// The sampled matrix of issue 4: every head dim meets several sequence-length pairs,
+// head layouts (MHA, GQA 4:1, MQA), masks (none, causal, window), softcap, both
+// dtypes, strided and packed-qkv layouts, batch 1..9. Large shapes keep batch*heads small.
+std::vector<Case> matrix() {
+  const int dims[] = {32, 40, 59, 64, 80, 96, 111, 128, 160, 192, 224, 256};
+  const std::pair<int, int> lens[] = {{1, 147},    {113, 203},  {128, 217},   {113, 211},   {108, 256},  {256, 512},
+                                      {512, 256},  {1024, 1024}, {1023, 1024}, {1024, 1023}, {2048, 2048}};
+  std::vector<Case> out;
+  int n = 0;
+  for (int di = 0; di < 12; ++di)
+    for (int variant = 0; variant < 4; ++variant, ++n) {
+      Case c;
+      c.head_dim = dims[di];
+      const auto [sq, sk] = lens[(di * 4 + variant * 3) % 11];
+      c.seqlen_q = sq;
+      c.seqlen_k = sk;
+      c.dtype = (n % 2) ? DType::bf16 : DType::f16;
+      const long long area = static_cast<long long>(sq) * sk;
+      c.batch = area > 500000 ? 1 : 1 + (n * 5) % 9;
+      switch (variant) {
+        case 0: c.heads_q = c.heads_kv = area > 500000 ? 1 : 2; c.causal = di % 2 == 0; break;          // MHA
+        case 1: c.heads_q = 4; c.heads_kv = 1; c.causal = di % 2 == 1; c.softcap = di % 3 == 0 ? 30.0f : 0; break;  // MQA
+        case 2: c.heads_q = 8; c.heads_kv = 2; c.window_left = 37 + di; c.window_right = di % 2 ? 11 : -1; break;  // GQA 4:1
+        case 3: c.heads_q = 4; c.heads_kv = 2; c.causal = true; c.softcap = di % 2 ? 50.0f : 0; c.deterministic = di % 3 != 2; break;
+      }
+      if (area > 500000 && c.heads_q > 2) c.heads_q = 4, c.heads_kv = variant == 1 ? 1 : 2, c.batch = 1;
+      // Packed k and v start at head offsets: 16-byte aligned only when head_dim % 8 == 0 (validate's rule).
+      c.packed_qkv = sq == sk && variant != 1 && c.head_dim % 8 == 0;
+      out.push_back(c);
+    }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Matrix, GpuAttention, ::testing::ValuesIn(matrix()),
+                         [](const ::testing::TestParamInfo<Case>& i) { return case_name(i.param); });
+
+// Small shapes that run every pass (fwd, preprocess, dkdv with atomic dQ, dq_convert;
+// deterministic dkdv and dq): what compute-sanitizer checks below.
+std::vector<Case> small() {
+  Case a;
+  a.head_dim = 64;
+  a.seqlen_q = 113;
+  a.seqlen_k = 203;
+  a.heads_q = 4;
+  a.heads_kv = 2;
+  a.causal = true;
+  Case b;
+  b.head_dim = 59;
+  b.seqlen_q = b.seqlen_k = 77;
+  b.heads_q = b.heads_kv = 2;
+  b.window_left = 20;
+  b.window_right = 3;
+  b.softcap = 30.0f;
+  b.dtype = DType::f16;
+  b.deterministic = true;
+  return {a, b};
+}
+INSTANTIATE_TEST_SUITE_P(Small, GpuAttention, ::testing::ValuesIn(small()),
+                         [](const ::testing::TestParamInfo<Case>& i) { return case_name(i.param); });
+
+// Logits of about +-1000 (q, k scaled up) stay finite and exact to the rule.
+std::vector<Case> big_logits() {
+  std::vector<Case> out;
+  for (DType t : {DType::f16, DType::bf16})
+    for (bool causal : {false, true}) {
+      Case c;
+      c.head_dim = 128;
+      c.seqlen_q = 255;
+      c.seqlen_k = 320;
+      c.heads_q = 4;
+      c.heads_kv = 2;
+      c.dtype = t;
+      c.causal = causal;
+      c.logit_std = 300.0f;
+      out.push_back(c);
+    }
+  return out;
+}
+INSTANTIATE_TEST_SUITE_P(BigLogits, GpuAttention, ::testing::ValuesIn(big_logits()),
+                         [](const ::testing::TestParamInfo<Case>& i) { return case_name(i.param); });
+
+Case deterministic_case() {
+  Case c;
+  c.head_dim = 128;
+  c.seqlen_q = 1023;
+  c.seqlen_k = 1024;
+  c.batch = 2;
+  c.heads_q = 8;
+  c.heads_kv = 2;
+  c.causal = true;
+  c.deterministic = true;
+  return c;
+}
+
+// Compiles every kernel the cases need, in parallel, into the default disk cache before
+// the first test: each test is its own process and then loads its kernels from disk.
+class PrecompileKernels : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    if (!cuda_available()) return;
+    ensure_context(0);
+    const Arch arch = device_arch(0);
+    std::vector<Case> all = matrix();
+    for (const Case& c : big_logits()) all.push_back(c);
+    for (const Case& c : small()) all.push_back(c);
+    all.push_back(deterministic_case());
+    std::vector<KernelSpec> specs;
+    for (const Case& c : all) {
+      Problem p;
+      p.head_dim = c.head_dim;
+      p.dtype = c.dtype;
+      p.options.causal = c.causal;
+      p.options.window_left = c.window_left;
+      p.options.window_right = c.causal ? 0 : c.window_right;
+      p.options.softcap = c.softcap;
+      p.options.deterministic = c.deterministic;
+      for (const auto& list : {forward_specs(p, arch), backward_specs(p, arch)})
+        for (const KernelSpec& s : list)
+          if (std::find(specs.begin(), specs.end(), s) == specs.end()) specs.push_back(s);
+    }
+    KernelCache cache;
+    cache.get_many(specs);
+  }
+};
+[[maybe_unused]] const auto* const kPrecompile = ::testing::AddGlobalTestEnvironment(new PrecompileKernels);
+
+// deterministic = true: dq, dk, dv bitwise identical over 10 runs (and correct).
+TEST_F(GpuTest, DeterministicBackwardIsBitwiseReproducible) {
+  const Case c = deterministic_case();
+  const unsigned seed = std::random_device{}();
+  SCOPED_TRACE(fmt::format("seed {}", seed));
+  std::mt19937 rng(seed);
+  Problem3 pr(c);
+  const std::size_t nq = static_cast<std::size_t>(c.batch) * c.seqlen_q * c.heads_q * c.head_dim;
+  const std::size_t nk = static_cast<std::size_t>(c.batch) * c.seqlen_k * c.heads_kv * c.head_dim;
+  pr.q.scatter(c.dtype, random_values(rng, nq, 1.0f, c.dtype));
+  pr.k.scatter(c.dtype, random_values(rng, nk, 1.0f, c.dtype));
+  pr.v.scatter(c.dtype, random_values(rng, nk, 1.0f, c.dtype));
+  pr.dout.scatter(c.dtype, random_values(rng, nq, 1.0f, c.dtype));
+  for (Storage* s : {pr.q_st.get(), pr.k_st.get(), pr.v_st.get(), pr.do_st.get()}) s->upload();
+  Runtime rt;
+  rt.forward(pr.forward_args());
+  std::vector<std::uint16_t> first[3];
+  for (int run = 0; run < 10; ++run) {
+    for (Storage* s : {pr.dq_st.get(), pr.dk_st.get(), pr.dv_st.get()}) s->device.fill_nan();
+    rt.backward(pr.backward_args());
+    synchronize();
+    Storage* outs[3] = {pr.dq_st.get(), pr.dk_st.get(), pr.dv_st.get()};
+    for (int i = 0; i < 3; ++i) {
+      outs[i]->download();
+      if (run == 0)
+        first[i] = outs[i]->host;
+      else
+        ASSERT_EQ(first[i], outs[i]->host) << "gradient " << "qkv"[i] << " differs in run " << run;
+    }
+  }
+  std::size_t nan = 0;
+  for (float x : pr.dq.gather(c.dtype)) nan += !std::isfinite(x);
+  EXPECT_EQ(nan, 0u) << "dq has unwritten elements";
+}
+
+// compute-sanitizer memcheck and racecheck over the Small cases (this binary, re-run
+// under the sanitizer with a filter): no invalid access, no shared-memory race.
+TEST_F(GpuTest, SanitizerCleanOnSmallShapes) {
+  const std::filesystem::path tool = "/usr/local/cuda/bin/compute-sanitizer";
+  if (!std::filesystem::exists(tool)) GTEST_SKIP() << tool << " is not installed here";
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe");
+  const std::filesystem::path log = std::filesystem::temp_directory_path() / "flashgen-sanitizer.log";
+  for (const char* check : {"memcheck", "racecheck"}) {
+    const std::string cmd = fmt::format("{} --tool {} --error-exitcode 17 {} --gtest_filter='Small/*' > {} 2>&1",
+                                        tool.string(), check, self.string(), log.string());
+    const int rc = std::system(cmd.c_str());
+    std::ifstream in(log);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(rc, 0) << check << " failed; last output:\n" << text.substr(text.size() > 4000 ? text.size() - 4000 : 0);
+  }
+}
+
+}  // namespace
+}  // namespace flashgen::test
