@@ -14,7 +14,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noh
 
 echo "== build =="
 start=$(date +%s)
-cmake -S "$root" -B "$root/build" -G Ninja -DFLASHGEN_WITH_MLIR=OFF -DFLASHGEN_BUILD_BENCH=OFF \
+cmake -S "$root" -B "$root/build" -G Ninja -DFLASHGEN_WITH_MLIR=OFF -DFLASHGEN_BUILD_BENCH=OFF -DFLASHGEN_WERROR=OFF \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$out/cmake.log" 2>&1 || { tail -50 "$out/cmake.log"; exit 1; }
 ninja -C "$root/build" flashgen_runtime flashgen gpu_attention_tests cache_gpu_tests >"$out/build.log" 2>&1 || { grep -E 'error|FAILED' "$out/build.log" | head -40; exit 1; }
 echo "built in $(( $(date +%s) - start )) s"

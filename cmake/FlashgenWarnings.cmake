@@ -1,7 +1,10 @@
 # flashgen_target_defaults(target): warnings as errors and, with FLASHGEN_SANITIZE,
 # AddressSanitizer + UBSan for our own code.
 function(flashgen_target_defaults target)
-  target_compile_options(${target} PRIVATE -Wall -Wextra -Werror)
+  target_compile_options(${target} PRIVATE -Wall -Wextra)
+  if(FLASHGEN_WERROR)
+    target_compile_options(${target} PRIVATE -Werror)
+  endif()
   if(FLASHGEN_SANITIZE)
     # GCC 12's flow analysis under ASan reports false maybe-uninitialized warnings in libstdc++ (std::regex).
     target_compile_options(${target} PRIVATE -fsanitize=address,undefined -fno-omit-frame-pointer
