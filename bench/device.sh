@@ -2,7 +2,8 @@
 # Everything the GPU machine does, in one call: build, the `gpu` test label
 # (compute-sanitizer on small shapes included), the benchmarks against PyTorch SDPA, and a
 # short table last. Run there from the repo root (carry .deps, staged by
-# bench/stage-deps.sh). Usage: bench/device.sh [quick|full|tests|bench]
+# bench/stage-deps.sh). Usage: bench/device.sh [quick|full|extra|tests|bench]
+# (full: D 64/128 grid + long sequences; extra: D 96/256 + long sequences)
 set -uo pipefail
 mode=${1:-quick}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -32,8 +33,14 @@ if [[ $mode != tests ]]; then
   lib=$(ls "$root"/build/runtime/libflashgen.so* | head -1)
   bench_args=(--out "$out/bench")
   [[ $mode == quick ]] && bench_args+=(--quick)
-  FLASHGEN_LIBRARY=$lib PYTHONPATH=$root/python python3 "$root/bench/compare_sdpa.py" "${bench_args[@]}" \
+  [[ $mode == extra ]] && bench_args+=(--dims 96,256 --extra-dims)
+  export FLASHGEN_LIBRARY=$lib PYTHONPATH=$root/python
+  python3 "$root/bench/compare_sdpa.py" "${bench_args[@]}" --commit "${FLASHGEN_COMMIT:-unknown}" \
     2>&1 | tee "$out/bench.log" | tail -60
+  if [[ $mode == full || $mode == extra ]]; then
+    echo "== long sequences (B=1, H=16, D=128, causal): time and peak extra memory =="
+    python3 "$root/bench/long_sequence.py" --out "$out/bench" 2>&1 | tee "$out/long.log"
+  fi
 fi
 echo "== summary =="
 echo "gpu tests: ${summary:-not run}"
