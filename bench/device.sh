@@ -3,7 +3,7 @@
 # (compute-sanitizer on small shapes included), the benchmarks against PyTorch SDPA, and a
 # short table last. Run there from the repo root (carry .deps, staged by
 # bench/stage-deps.sh). Usage: bench/device.sh [quick|full|extra|tests|bench]
-# (full: D 64/128 grid + long sequences; extra: D 96/256 + long sequences)
+# (full: tests, D 64/128 grid, long sequences; extra: D 96/256 grid and long sequences, no tests)
 set -uo pipefail
 mode=${1:-quick}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -21,7 +21,7 @@ ninja -C "$root/build" flashgen_runtime flashgen gpu_attention_tests cache_gpu_t
 echo "built in $(( $(date +%s) - start )) s"
 
 summary=""
-if [[ $mode != bench ]]; then
+if [[ $mode != bench && $mode != extra ]]; then
   echo "== ctest -L gpu =="
   ctest --test-dir "$root/build" -L gpu -j 4 --output-on-failure --timeout 600 >"$out/ctest-gpu.log" 2>&1
   grep -E 'tests passed|tests failed|Failed|\*\*\*' "$out/ctest-gpu.log" | tail -30
@@ -33,7 +33,7 @@ if [[ $mode != tests ]]; then
   lib=$(ls "$root"/build/runtime/libflashgen.so* | head -1)
   bench_args=(--out "$out/bench")
   [[ $mode == quick ]] && bench_args+=(--quick)
-  [[ $mode == extra ]] && bench_args+=(--dims 96,256 --extra-dims)
+  [[ $mode == extra ]] && bench_args+=(--dims 96,256 --seqlens 1024,4096,16384)
   export FLASHGEN_LIBRARY=$lib PYTHONPATH=$root/python
   python3 "$root/bench/compare_sdpa.py" "${bench_args[@]}" --commit "${FLASHGEN_COMMIT:-unknown}" \
     2>&1 | tee "$out/bench.log" | tail -60
