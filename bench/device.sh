@@ -35,7 +35,7 @@ if [[ $mode != tests ]]; then
   [[ $mode == quick ]] && bench_args+=(--quick)
   [[ $mode == extra ]] && bench_args+=(--dims 96,256 --seqlens 1024,4096,16384)
   export FLASHGEN_LIBRARY=$lib PYTHONPATH=$root/python
-  python3 "$root/bench/compare_sdpa.py" "${bench_args[@]}" --commit "${FLASHGEN_COMMIT:-unknown}" \
+  python3 "$root/bench/compare_sdpa.py" "${bench_args[@]}" --commit "${BENCH_COMMIT:-unknown}" \
     2>&1 | tee "$out/bench.log" | tail -60
   if [[ $mode == full || $mode == extra ]]; then
     echo "== long sequences (B=1, H=16, D=128, causal): time and peak extra memory =="

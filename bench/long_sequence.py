@@ -41,7 +41,7 @@ def run(impl, n):
     torch.cuda.reset_peak_memory_stats()
     start = time.perf_counter()
     if impl == "flashgen":
-        o, lse = flashgen.attention(q, k, v, causal=True, return_lse=True)
+        o = flashgen.attention(q, k, v, causal=True)
     else:
         with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
             o = F.scaled_dot_product_attention(

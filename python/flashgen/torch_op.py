@@ -174,11 +174,17 @@ def _setup_context(ctx, inputs, output):
     ctx.save_for_backward(q, k, v, o, lse)
     ctx.options = (softmax_scale, causal, window_left, window_right, softcap, deterministic)
     ctx.return_lse = return_lse
+    # An output the loss does not use gets None, not a materialised zero tensor: an unused
+    # lse must not cost a second backward pass (and its q-sized temporaries).
+    ctx.set_materialize_grads(False)
 
 
 def _backward(ctx, dout, dlse):
     q, k, v, o, lse = ctx.saved_tensors
-    dq, dk, dv = backward_op(dout, q, k, v, o, lse, *ctx.options)
+    if dout is not None:
+        dq, dk, dv = backward_op(dout, q, k, v, o, lse, *ctx.options)
+    else:
+        dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
     if ctx.return_lse and dlse is not None:
         dq_lse, dk_lse = _lse_gradient(q, k, v, lse, dlse, ctx.options)
         dq, dk = dq + dq_lse, dk + dk_lse
