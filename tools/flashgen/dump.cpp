@@ -4,7 +4,10 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -40,7 +43,11 @@ constexpr const char* kStages = R"(Stages (what --emit selects):
 --pass all dumps every kernel of the forward+backward variant: fwd, bwd_preprocess,
 bwd_dkdv and bwd_dq_convert (bwd_dq with --deterministic).
 The runtime can dump every kernel it compiles too: set FLASHGEN_DUMP_DIR=dir
-(see docs/dump.md). FLASHGEN_NVRTC_FLAGS adds NVRTC options to every compile.)";
+(see docs/dump.md). FLASHGEN_NVRTC_FLAGS adds NVRTC options to every compile.
+
+flashgen dump FILE.mlir --out DIR [--arch A] [--emit all] compiles the kernels of an MLIR
+file (flash.attention / flash.attention_grad / flash.kernel ops; docs/dialect.md) through
+flashgen-opt: the runtime's kernel selection, then <uri>.cu (and .cubin/.ptx) per kernel.)";
 
 struct DumpOptions {
   std::string pass = "fwd";
@@ -55,6 +62,7 @@ struct DumpOptions {
   long long seqlen = 4096;
   std::vector<std::string> emit = {"source"};
   std::string out_dir;
+  std::string mlir_file;  // dump FILE.mlir: the kernels of an MLIR file
 };
 
 template <typename T>
@@ -189,7 +197,47 @@ void emit(const DumpOptions& o, const std::string& uri, const char* stage, const
   std::cerr << "wrote " << path.string() << "\n";
 }
 
+// flashgen-opt beside this executable (build tree: ../flashgen-opt/; installed: same
+// directory), else on PATH.
+std::optional<fs::path> find_flashgen_opt() {
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec).parent_path();
+  std::vector<fs::path> dirs = {self, self / "flashgen-opt"};
+  for (const fs::path& d : tool_search_path()) dirs.push_back(d);
+  for (const fs::path& d : dirs)
+    if (fs::is_regular_file(d / "flashgen-opt", ec) && ::access((d / "flashgen-opt").c_str(), X_OK) == 0)
+      return d / "flashgen-opt";
+  return std::nullopt;
+}
+
+// `flashgen dump FILE.mlir`: lower the file's attention ops to kernels (the runtime's
+// selection) and write each kernel's source (and cubin/PTX with --emit all) into --out.
+[[noreturn]] void dump_mlir_file(const DumpOptions& o) {
+  if (o.out_dir.empty())
+    throw Error(Status::invalid_argument, fmt::format("--out: needed with an MLIR file ({}): the kernels are written "
+                                                      "there as <uri>.cu (.cubin, .ptx with --emit all)",
+                                                      o.mlir_file));
+  const auto opt = find_flashgen_opt();
+  if (!opt)
+    throw Error(Status::unsupported,
+                fmt::format("{}: compiling an MLIR file needs flashgen-opt (built with -DFLASHGEN_WITH_MLIR=ON), "
+                            "which was found neither beside flashgen nor on PATH",
+                            o.mlir_file));
+  const bool binaries = std::count(o.emit.begin(), o.emit.end(), "all") || std::count(o.emit.begin(), o.emit.end(), "ptx");
+  std::vector<std::string> args = {opt->string(), o.mlir_file, "--canonicalize",
+                                   fmt::format("--flash-select-kernels=arch={}", o.arch),
+                                   fmt::format("--flash-emit-cuda=dir={}{}", o.out_dir,
+                                               binaries ? " cubin=true ptx=true" : ""),
+                                   "-o", "/dev/null"};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  ::execv(argv[0], argv.data());
+  throw Error(Status::internal, fmt::format("cannot run {}: {}", args[0], std::strerror(errno)));
+}
+
 void run_dump(const DumpOptions& o) {
+  if (!o.mlir_file.empty()) dump_mlir_file(o);
   std::set<std::string> stages(o.emit.begin(), o.emit.end());
   if (stages.count("all")) stages = {"source", "ptx", "sass", "resources", "mlir"};
   if (!o.out_dir.empty()) {
@@ -253,6 +301,9 @@ void register_dump(CLI::App& app) {
       ->delimiter(',')
       ->check(CLI::IsMember({"source", "ptx", "sass", "resources", "mlir", "all"}))
       ->capture_default_str();
+  cmd->add_option("file", options->mlir_file,
+                  "an MLIR file (.mlir): compile the kernels of its flash ops into --out (through flashgen-opt)")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--out", options->out_dir, "write <uri>.cu/.ptx/.sass/.json/.log/.cubin here instead of stdout");
   cmd->callback([options] { run_dump(*options); });
 }
