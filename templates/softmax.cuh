@@ -90,6 +90,23 @@ __device__ __forceinline__ void softcap_scores(float (&s)[kRT][kNT][4], float pr
       for (int e = 0; e < 4; ++e) s[mt][nt][e] = cap * tanh_accurate(s[mt][nt][e] * pre);
 }
 
+// The backward's softcap: s <- cap * tanh(s * pre) as above, and slope <- 1 - tanh^2,
+// the derivative of the capped score that dS is multiplied by.
+template <int kRT, int kNT>
+__device__ __forceinline__ void softcap_scores_and_slope(float (&s)[kRT][kNT][4], float (&slope)[kRT][kNT][4],
+                                                         float pre, float cap) {
+#pragma unroll
+  for (int mt = 0; mt < kRT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float th = tanh_accurate(s[mt][nt][e] * pre);
+        s[mt][nt][e] = cap * th;
+        slope[mt][nt][e] = 1.0f - th * th;
+      }
+}
+
 __device__ __forceinline__ float quad_max(float x) {
   x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
   return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));

@@ -534,6 +534,23 @@ __device__ __forceinline__ void softcap_scores(float (&s)[kRT][kNT][4], float pr
       for (int e = 0; e < 4; ++e) s[mt][nt][e] = cap * tanh_accurate(s[mt][nt][e] * pre);
 }
 
+// The backward's softcap: s <- cap * tanh(s * pre) as above, and slope <- 1 - tanh^2,
+// the derivative of the capped score that dS is multiplied by.
+template <int kRT, int kNT>
+__device__ __forceinline__ void softcap_scores_and_slope(float (&s)[kRT][kNT][4], float (&slope)[kRT][kNT][4],
+                                                         float pre, float cap) {
+#pragma unroll
+  for (int mt = 0; mt < kRT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float th = tanh_accurate(s[mt][nt][e] * pre);
+        s[mt][nt][e] = cap * th;
+        slope[mt][nt][e] = 1.0f - th * th;
+      }
+}
+
 __device__ __forceinline__ float quad_max(float x) {
   x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
   return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
@@ -709,7 +726,6 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const FlashAttentionParams& p) {
   zero(acc_dk);
   zero(acc_dv);
   const float softcap_pre = kSoftcap ? p.softmax_scale / p.softcap : 0.0f;
-  const float inv_cap = kSoftcap ? 1.0f / p.softcap : 0.0f;
 
   for (int t = 0; t < total; ++t) {
     if (t + kStages - 1 < total) load_stage(t + kStages - 1, (t + kStages - 1) % kStages);
@@ -727,19 +743,8 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const FlashAttentionParams& p) {
     float s[kRT][kMT][4];
     zero(s);
     mma_rows_nk<kRT, kMT, kHeadDimPadded, L::KV, L::Q>(s, s_k, warp_row0, s_q, 0, lane);
-    float dtanh[kSoftcap ? kRT : 1][kSoftcap ? kMT : 1][4];
-    if constexpr (kSoftcap) {
-      softcap_scores(s, softcap_pre, p.softcap);
-#pragma unroll
-      for (int mt = 0; mt < kRT; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < kMT; ++nt)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const float th = s[mt][nt][e] * inv_cap;
-            dtanh[mt][nt][e] = 1.0f - th * th;
-          }
-    }
+    float dtanh[kRT][kMT][4];  // unused (and optimised away) without softcap
+    if constexpr (kSoftcap) softcap_scores_and_slope(s, dtanh, softcap_pre, p.softcap);
     if (!vis.tile_visible(m0, min(m0 + kBlockM, p.seqlen_q), n0, n0 + kBlockN))
       mask_scores<false>(s, vis, n0 + warp_row0, m0, lane);
 #pragma unroll

@@ -534,6 +534,23 @@ __device__ __forceinline__ void softcap_scores(float (&s)[kRT][kNT][4], float pr
       for (int e = 0; e < 4; ++e) s[mt][nt][e] = cap * tanh_accurate(s[mt][nt][e] * pre);
 }
 
+// The backward's softcap: s <- cap * tanh(s * pre) as above, and slope <- 1 - tanh^2,
+// the derivative of the capped score that dS is multiplied by.
+template <int kRT, int kNT>
+__device__ __forceinline__ void softcap_scores_and_slope(float (&s)[kRT][kNT][4], float (&slope)[kRT][kNT][4],
+                                                         float pre, float cap) {
+#pragma unroll
+  for (int mt = 0; mt < kRT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float th = tanh_accurate(s[mt][nt][e] * pre);
+        s[mt][nt][e] = cap * th;
+        slope[mt][nt][e] = 1.0f - th * th;
+      }
+}
+
 __device__ __forceinline__ float quad_max(float x) {
   x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
   return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
@@ -695,7 +712,6 @@ __device__ __forceinline__ void bwd_dq_kernel(const FlashAttentionParams& p) {
   float acc_dq[kRT][kDT][4];
   zero(acc_dq);
   const float softcap_pre = kSoftcap ? p.softmax_scale / p.softcap : 0.0f;
-  const float inv_cap = kSoftcap ? 1.0f / p.softcap : 0.0f;
 
   for (int n_block = n_begin; n_block < n_end; ++n_block) {
     const int it = n_block - n_begin;
@@ -712,19 +728,8 @@ __device__ __forceinline__ void bwd_dq_kernel(const FlashAttentionParams& p) {
     float s[kRT][kNT][4];
     zero(s);
     mma_rows_nk<kRT, kNT, kHeadDimPadded, L::Q, L::KV>(s, s_q, warp_row0, s_k, 0, lane);
-    float dtanh[kSoftcap ? kRT : 1][kSoftcap ? kNT : 1][4];
-    if constexpr (kSoftcap) {
-      softcap_scores(s, softcap_pre, p.softcap);
-#pragma unroll
-      for (int mt = 0; mt < kRT; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const float th = s[mt][nt][e] * inv_cap;
-            dtanh[mt][nt][e] = 1.0f - th * th;
-          }
-    }
+    float dtanh[kRT][kNT][4];  // unused (and optimised away) without softcap
+    if constexpr (kSoftcap) softcap_scores_and_slope(s, dtanh, softcap_pre, p.softcap);
     if (!vis.tile_visible(m0, m0 + rows_q, n0, n0 + kBlockN)) mask_scores<true>(s, vis, m0 + warp_row0, n0, lane);
 
     float dp[kRT][kNT][4];
