@@ -61,13 +61,18 @@ TEST_P(TiledVsStandard, AgreeWithinRounding) {
   const Reference ref = oracle(c, t);
 
   // fp32: agreement to 1e-5 of the largest value. fp16/bf16: outputs are rounded once to
-  // the dtype (u |ref|), and backward's D = rowsum(dO ∘ O) reads the rounded O (another
-  // u, normwise); lse stays fp32.
+  // the dtype (u |ref|), and backward's D = rowsum(dO ∘ O) reads the rounded O: an error
+  // of u·Σ|dO∘O| per row that dS = P∘(dP − D) carries into dQ = Σ dS K and dK = Σ dSᵀ Q,
+  // where the terms cancel, so it is measured against max |ref| with a factor
+  // (kDSlack; with half of it, 400 random runs of every fp16/bf16 case all passed; with a
+  // factor 1 about 4 % of the softcap case failed, the reason for the factor). dV does
+  // not read D. lse stays fp32.
   const double u = c.dtype == DType::f32 ? 0.0 : cpu::unit_roundoff(c.dtype);
+  constexpr double kDSlack = 4;
   expect_close("o", read(t.o), ref.forward.o, u, 1e-5);
   expect_close("lse", read(t.lse), ref.forward.lse, 0, 1e-5);
-  expect_close("dq", read(t.dq), ref.backward.dq, u, u + 1e-5);
-  expect_close("dk", read(t.dk), ref.backward.dk, u, u + 1e-5);
+  expect_close("dq", read(t.dq), ref.backward.dq, u, kDSlack * u + 1e-5);
+  expect_close("dk", read(t.dk), ref.backward.dk, u, kDSlack * u + 1e-5);
   expect_close("dv", read(t.dv), ref.backward.dv, u, u + 1e-5);
   EXPECT_EQ(t.written_outside_outputs(), 0) << "elements written outside the output views";
 }
