@@ -1,0 +1,35 @@
+# cmake --install: public headers, libflashgen (shared and static), the tools, a CMake
+# package (find_package(flashgen CONFIG) -> flashgen::runtime, flashgen::runtime_static)
+# and flashgen.pc. Everything else (compiler, templates, third-party headers) is internal.
+include(CMakePackageConfigHelpers)
+set(FLASHGEN_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/flashgen)
+
+install(FILES include/flashgen/flashgen.h include/flashgen/flashgen.hpp
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/flashgen)
+install(TARGETS flashgen_runtime flashgen_runtime_static EXPORT flashgenTargets
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+
+# The tools find libflashgen next to them (../lib) and their other libraries where the build found them.
+foreach(tool IN ITEMS flashgen flashgen-opt)
+  if(TARGET ${tool})
+    set_target_properties(${tool} PROPERTIES
+      INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}" INSTALL_RPATH_USE_LINK_PATH ON)
+    install(TARGETS ${tool} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  endif()
+endforeach()
+
+install(EXPORT flashgenTargets NAMESPACE flashgen:: DESTINATION ${FLASHGEN_CMAKE_DIR})
+configure_package_config_file(cmake/flashgenConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/flashgenConfig.cmake INSTALL_DESTINATION ${FLASHGEN_CMAKE_DIR})
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/flashgenConfigVersion.cmake
+  COMPATIBILITY SameMajorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/flashgenConfig.cmake ${PROJECT_BINARY_DIR}/flashgenConfigVersion.cmake
+        DESTINATION ${FLASHGEN_CMAKE_DIR})
+
+# flashgen.pc locates the prefix from its own directory, so `--prefix` at install time works.
+file(RELATIVE_PATH FLASHGEN_PC_TO_PREFIX
+     ${CMAKE_INSTALL_FULL_LIBDIR}/pkgconfig ${CMAKE_INSTALL_PREFIX})
+configure_file(cmake/flashgen.pc.in ${PROJECT_BINARY_DIR}/flashgen.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/flashgen.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
