@@ -55,6 +55,7 @@ std::string spec_constants(const KernelSpec& s) {
   add("bool", "kDeterministic", s.deterministic, "dQ without atomics");
   add("bool", "kIsBf16", s.dtype == DType::bf16, "bf16 (else fp16) inputs");
   add("bool", "kVecLoad", s.head_dim % 8 == 0, "rows are 16-byte aligned: cp.async and 16-byte stores");
+  add("bool", "kWgmma", s.uses_wgmma(), "Hopper warpgroup products (sm_90a) instead of mma.sync");
   out += "}  // namespace flash\n";
   return out;
 }
@@ -83,6 +84,7 @@ GeneratedSource generate_source(const KernelSpec& spec) {
   std::vector<std::string_view> files = {"ptx.cuh", "types.cuh", "memory.cuh"};
   if (pt.needs_mma) {
     files.push_back("mma_sm80.cuh");
+    if (spec.pass == Pass::fwd) files.push_back("wgmma_sm90.cuh");
     files.push_back("softmax.cuh");
   }
   files.push_back(pt.file);

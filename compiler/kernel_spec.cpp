@@ -122,6 +122,12 @@ std::vector<std::string> KernelSpec::problems() const {
   return out;
 }
 
+bool KernelSpec::uses_wgmma() const {
+  auto wgmma_width = [](int n) { return n == 64 || n == 128 || n == 256; };
+  return arch == Arch::sm_90a && pass == Pass::fwd && warps % 4 == 0 && block_m == 16 * warps &&
+         (block_n == 32 || wgmma_width(block_n)) && wgmma_width(padded_head_dim());
+}
+
 void KernelSpec::validate() const {
   auto p = problems();
   if (p.empty()) return;

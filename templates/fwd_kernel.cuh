@@ -3,14 +3,45 @@
 // boundary / diagonal tiles, online softmax with m, l in registers, P rounded to 16
 // bits in registers and used directly as the A operand of O += P.V. O is written once
 // (through shared memory, 16-byte stores) with lse = m + log(l) per row.
+// Tensor cores: mma.sync (sm_80+, warps own 16-row slices) or, with kWgmma (sm_90a),
+// wgmma with Q, K and V read straight from shared memory (a warpgroup owns 64 rows).
 namespace flash {
 
 struct FwdLayout {
-  using Q = SmemTile<kBlockM, kHeadDimPadded>;
-  using KV = SmemTile<kBlockN, kHeadDimPadded>;
+  template <int R, int C>
+  using Tile = typename Select<kWgmma, WgmmaTile<R, C>, SmemTile<R, C>>::type;
+  using Q = Tile<kBlockM, kHeadDimPadded>;
+  using KV = Tile<kBlockN, kHeadDimPadded>;
   static constexpr int kStageBytes = 2 * KV::kBytes;  // K then V
   static constexpr int kBytes = Q::kBytes + kStages * kStageBytes;
 };
+
+// The two products on sm_90a, each one wgmma group that the warpgroup waits for.
+// S (64 x kBlockN) = Q rows q_row0.. . K^T, both K-major in shared memory.
+template <int kNT>
+__device__ __forceinline__ void wgmma_scores(float (&s)[kNT][4], u32 s_q, int q_row0, u32 s_k) {
+  using L = FwdLayout;
+  wgmma_fence();
+#pragma unroll
+  for (int k = 0; k < kHeadDimPadded; k += 16)
+    Wgmma<kBlockN>::template ss<false>(s, desc_k_major<L::Q>(s_q, q_row0, k), desc_k_major<L::KV>(s_k, 0, k), k > 0);
+  wgmma_commit();
+  wgmma_wait<0>();
+}
+
+// O += P.V with P in registers (rounded to 16 bits here) and V MN-major in shared memory.
+template <int kNT, int kDT>
+__device__ __forceinline__ void wgmma_p_v(float (&o)[kDT][4], const float (&p)[kNT][4], u32 s_v) {
+  using L = FwdLayout;
+  u32 a[kNT / 2][4];
+#pragma unroll
+  for (int kk = 0; kk < kNT / 2; ++kk) c_to_a<kNT>(a[kk], p, kk);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < kNT / 2; ++kk) Wgmma<kHeadDimPadded>::template rs<true>(o, a[kk], desc_mn_major<L::KV>(s_v, 16 * kk));
+  wgmma_commit();
+  wgmma_wait<0>();
+}
 
 __device__ __forceinline__ void fwd_kernel(const FlashAttentionParams& p) {
   using L = FwdLayout;
@@ -30,6 +61,7 @@ __device__ __forceinline__ void fwd_kernel(const FlashAttentionParams& p) {
   const int m0 = m_block * kBlockM;
   const int rows_q = min(kBlockM, p.seqlen_q - m0);
   const int warp_row0 = warp * 16 * kRT;  // within the tile
+  static_assert(!kWgmma || kRT == 1, "wgmma: 4 warps (a warpgroup) per 64 query rows");
 
   const u16* q = static_cast<const u16*>(p.q) + b * p.q_stride.batch + h * p.q_stride.head + m0 * p.q_stride.row;
   const u16* k = static_cast<const u16*>(p.k) + b * p.k_stride.batch + h_kv * p.k_stride.head;
@@ -69,6 +101,7 @@ __device__ __forceinline__ void fwd_kernel(const FlashAttentionParams& p) {
     if (ahead < n_end) load_kv(ahead, (it + kStages - 1) % kStages);
     cp_async_commit();
     cp_async_wait<kStages - 1>();
+    if constexpr (kWgmma) fence_async_shared();
     __syncthreads();
 
     const u32 s_k = s_kv + (it % kStages) * L::kStageBytes;
@@ -76,17 +109,24 @@ __device__ __forceinline__ void fwd_kernel(const FlashAttentionParams& p) {
     const int n0 = n_block * kBlockN;
 
     float s[kRT][kNT][4];
-    zero(s);
-    mma_rows_nk<kRT, kNT, kHeadDimPadded, L::Q, L::KV>(s, s_q, warp_row0, s_k, 0, lane);
+    if constexpr (kWgmma) {
+      wgmma_scores(s[0], s_q, warp_row0 & ~63, s_k);
+    } else {
+      zero(s);
+      mma_rows_nk<kRT, kNT, kHeadDimPadded, L::Q, L::KV>(s, s_q, warp_row0, s_k, 0, lane);
+    }
     if constexpr (kSoftcap) softcap_scores(s, softcap_pre, p.softcap);
     if (!vis.tile_visible(m0, m0 + rows_q, n0, n0 + kBlockN)) mask_scores<true>(s, vis, m0 + warp_row0, n0, lane);
     ledger.update(s, acc_o, p.scale_log2);
-    mma_regs_kn<kRT, kNT, kDT, L::KV>(acc_o, s, s_v, 0, lane);
+    if constexpr (kWgmma)
+      wgmma_p_v(acc_o[0], s[0], s_v);
+    else
+      mma_regs_kn<kRT, kNT, kDT, L::KV>(acc_o, s, s_v, 0, lane);
     __syncthreads();  // the stage is refilled by the next iteration's prefetch
   }
 
   cp_async_wait<0>();  // the Q copy is still in flight when the tile sees no key
-  __syncthreads();
+  __syncthreads();  // (and, with wgmma, every warpgroup is done reading Q before O overwrites it)
 
   float lse[kRT][2];
   ledger.finish(acc_o, p.scale_log2, lse);

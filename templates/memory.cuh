@@ -2,6 +2,16 @@
 // tile copies (cp.async with zero fill out of bounds, or element-wise for unaligned rows).
 namespace flash {
 
+// Type selection without <type_traits> (the generated source includes no headers).
+template <bool kFirst, class A, class B>
+struct Select {
+  using type = A;
+};
+template <class A, class B>
+struct Select<false, A, B> {
+  using type = B;
+};
+
 // A (kRows x kCols) tile of 16-bit elements in shared memory, addressed by byte
 // offsets. Rows are split in 16-byte chunks (8 elements). When a row holds a
 // multiple of 8 chunks the chunk index is XOR-swizzled with (row % 8); otherwise

@@ -51,7 +51,7 @@ __device__ __forceinline__ float log2_fast(float x) {
 
 // The CTA's dynamic shared memory (its size is the spec's shared_memory_bytes()).
 __device__ __forceinline__ unsigned char* dynamic_smem() {
-  extern __shared__ __align__(128) unsigned char smem[];
+  extern __shared__ __align__(1024) unsigned char smem[];  // 1024: wgmma's 128-byte swizzle atoms
   return smem;
 }
 

@@ -32,6 +32,7 @@ std::vector<KernelSpec> golden_specs() {
   KernelSpec fwd = spec(Pass::fwd, 128, DType::bf16, 128, 64, 8, 2, Arch::sm_90a);
   fwd.causal = true;
   out.push_back(fwd);
+  out.push_back(spec(Pass::fwd, 80, DType::f16, 128, 64, 8, 2, Arch::sm_80));  // the mma.sync forward
   KernelSpec dkdv = spec(Pass::bwd_dkdv, 64, DType::f16, 64, 128, 8, 2, Arch::sm_80);
   dkdv.softcap = true;
   out.push_back(dkdv);
@@ -94,6 +95,32 @@ TEST(Codegen, OptionsChangeTheSource) {
   EXPECT_NE(generate_source(a).source, generate_source(b).source);
   EXPECT_NE(generate_source(a).source.find("constexpr bool kCausal = true;"), std::string::npos);
   EXPECT_NE(generate_source(b).source.find("constexpr bool kCausal = false;"), std::string::npos);
+}
+
+// sm_90a forward tiles of the warpgroup shape run on wgmma; everything else on mma.sync.
+TEST(Codegen, WgmmaOnlyWhereTheTileHasTheWarpgroupShape) {
+  struct Case {
+    KernelSpec spec;
+    bool wgmma;
+  };
+  const Case cases[] = {
+      {spec(Pass::fwd, 128, DType::bf16, 128, 128, 8, 2, Arch::sm_90a), true},
+      {spec(Pass::fwd, 59, DType::f16, 128, 64, 8, 2, Arch::sm_90a), true},     // padded to 64
+      {spec(Pass::fwd, 256, DType::bf16, 128, 64, 8, 2, Arch::sm_90a), true},
+      {spec(Pass::fwd, 128, DType::bf16, 128, 128, 8, 2, Arch::sm_90), false},  // wgmma needs sm_90a
+      {spec(Pass::fwd, 96, DType::bf16, 128, 128, 8, 2, Arch::sm_90a), false},  // 96 is no wgmma width here
+      {spec(Pass::fwd, 256, DType::bf16, 128, 32, 8, 2, Arch::sm_90a), true},   // 32-key tiles (scores only)
+      {spec(Pass::fwd, 128, DType::bf16, 128, 48, 8, 2, Arch::sm_90a), false},  // block_n 48
+      {spec(Pass::fwd, 64, DType::bf16, 128, 64, 4, 2, Arch::sm_90a), false},   // 32 rows per warp
+      {spec(Pass::bwd_dq, 128, DType::bf16, 64, 64, 4, 2, Arch::sm_90a), false},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(c.spec.uses_wgmma(), c.wgmma) << c.spec.uri();
+    const std::string src = generate_source(c.spec).source;
+    EXPECT_EQ(src.find("wgmma.mma_async") != std::string::npos, c.spec.pass == Pass::fwd) << c.spec.uri();
+    EXPECT_NE(src.find(std::string("constexpr bool kWgmma = ") + (c.wgmma ? "true;" : "false;")), std::string::npos)
+        << c.spec.uri();
+  }
 }
 
 void expect_rejected(const KernelSpec& s, const std::string& field) {

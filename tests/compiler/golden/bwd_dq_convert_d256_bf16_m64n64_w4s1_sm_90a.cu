@@ -66,6 +66,7 @@ constexpr bool kSoftcap = false;  // soft-capped logits
 constexpr bool kDeterministic = false;  // dQ without atomics
 constexpr bool kIsBf16 = true;  // bf16 (else fp16) inputs
 constexpr bool kVecLoad = true;  // rows are 16-byte aligned: cp.async and 16-byte stores
+constexpr bool kWgmma = false;  // Hopper warpgroup products (sm_90a) instead of mma.sync
 }  // namespace flash
 
 // ---- ptx.cuh ----
@@ -122,7 +123,7 @@ __device__ __forceinline__ float log2_fast(float x) {
 
 // The CTA's dynamic shared memory (its size is the spec's shared_memory_bytes()).
 __device__ __forceinline__ unsigned char* dynamic_smem() {
-  extern __shared__ __align__(128) unsigned char smem[];
+  extern __shared__ __align__(1024) unsigned char smem[];  // 1024: wgmma's 128-byte swizzle atoms
   return smem;
 }
 
@@ -234,6 +235,16 @@ __device__ __forceinline__ float tanh_accurate(float x) {
 // Memory movement: shared-memory tile layouts and cooperative global <-> shared
 // tile copies (cp.async with zero fill out of bounds, or element-wise for unaligned rows).
 namespace flash {
+
+// Type selection without <type_traits> (the generated source includes no headers).
+template <bool kFirst, class A, class B>
+struct Select {
+  using type = A;
+};
+template <class A, class B>
+struct Select<false, A, B> {
+  using type = B;
+};
 
 // A (kRows x kCols) tile of 16-bit elements in shared memory, addressed by byte
 // offsets. Rows are split in 16-byte chunks (8 elements). When a row holds a
