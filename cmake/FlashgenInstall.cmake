@@ -1,15 +1,20 @@
 # cmake --install: public headers, libflashgen (shared and static), the tools, a CMake
-# package (find_package(flashgen CONFIG) -> flashgen::runtime, flashgen::runtime_static)
-# and flashgen.pc. Everything else (compiler, templates, third-party headers) is internal.
+# package (find_package(flashgen CONFIG) -> flashgen::runtime, flashgen::runtime_static,
+# flashgen::compiler) and flashgen.pc. Templates and third-party headers stay internal.
 include(CMakePackageConfigHelpers)
 set(FLASHGEN_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/flashgen)
 
 install(FILES include/flashgen/flashgen.h include/flashgen/flashgen.hpp
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/flashgen)
-install(TARGETS flashgen_runtime flashgen_runtime_static EXPORT flashgenTargets
+install(TARGETS flashgen_runtime flashgen_runtime_static flashgen_compiler EXPORT flashgenTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# flashgen::compiler (KernelSpec -> CUDA source; libflashgen_compiler.a, no CUDA, no LLVM):
+# its headers go to include/flashgen/compiler/ and are included as <compiler/codegen.h>,
+# as in the source tree (the target puts include/flashgen/ on the include path).
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/compiler/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/flashgen/compiler
+        FILES_MATCHING PATTERN "*.h")
 
 # The tools find libflashgen next to them (../lib) and their other libraries where the build found them.
 foreach(tool IN ITEMS flashgen flashgen-opt)

@@ -84,7 +84,7 @@ GeneratedSource generate_source(const KernelSpec& spec) {
   std::vector<std::string_view> files = {"ptx.cuh", "types.cuh", "memory.cuh"};
   if (pt.needs_mma) {
     files.push_back("mma_sm80.cuh");
-    if (spec.pass == Pass::fwd) files.push_back("wgmma_sm90.cuh");
+    if (spec.pass == Pass::fwd || spec.pass == Pass::bwd_dkdv) files.push_back("wgmma_sm90.cuh");
     files.push_back("softmax.cuh");
   }
   files.push_back(pt.file);

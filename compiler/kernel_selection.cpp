@@ -67,6 +67,9 @@ KernelSpec rowwise_spec(const ProblemKey& p, Pass pass, Arch arch) {
 KernelSpec dkdv_spec(const ProblemKey& p, Arch arch) {
   const KernelSpec s = base_spec(p, Pass::bwd_dkdv, arch);
   const int d = s.padded_head_dim();
+  // sm_90a: two warpgroups of wgmma (KernelSpec::uses_wgmma) over 128 keys x 64 queries.
+  // At d128 the softcap slope spills 412 bytes there: softcap keeps mma.sync.
+  if (arch == Arch::sm_90a && (d == 64 || (d == 128 && !p.softcap))) return first_valid(s, {{64, 128, 8, 2}});
   if (d <= 64) return first_valid(s, {{64, 128, 8, 2}, {64, 64, 8, 2}, {64, 64, 4, 1}});
   if (d <= 96) return first_valid(s, {{64, 64, 8, 2}, {64, 64, 8, 1}, {32, 64, 4, 1}});
   // The softcap derivative keeps 16 more registers live per thread, and ptxas schedules the

@@ -123,9 +123,14 @@ std::vector<std::string> KernelSpec::problems() const {
 }
 
 bool KernelSpec::uses_wgmma() const {
+  if (arch != Arch::sm_90a) return false;
   auto wgmma_width = [](int n) { return n == 64 || n == 128 || n == 256; };
-  return arch == Arch::sm_90a && pass == Pass::fwd && warps % 4 == 0 && block_m == 16 * warps &&
-         (block_n == 32 || wgmma_width(block_n)) && wgmma_width(padded_head_dim());
+  const int d = padded_head_dim();
+  if (pass == Pass::fwd)
+    return warps % 4 == 0 && block_m == 16 * warps && (block_n == 32 || wgmma_width(block_n)) && wgmma_width(d);
+  // dK/dV: two warpgroups of 64 keys against 64-query tiles; dK and dV of 128 columns fill the registers.
+  if (pass == Pass::bwd_dkdv) return warps == 8 && block_n == 128 && block_m == 64 && (d == 64 || d == 128);
+  return false;
 }
 
 void KernelSpec::validate() const {

@@ -54,10 +54,10 @@ struct KernelSpec {
   // head_dim rounded up to the tensor-core k-step (16): the width kernels are compiled for.
   int padded_head_dim() const { return (head_dim + 15) / 16 * 16; }
   int threads() const { return warps * 32; }
-  // Hopper warpgroup products: sm_90a forward kernels whose tile has the warpgroup shape
-  // (block_m = 16 * warps, i.e. 64 rows per 4 warps; block_n in {32, 64, 128, 256}; the
-  // padded head dim in {64, 128, 256}) run on wgmma; every other spec on mma.sync.
-  // `flashgen dump --emit source` shows it as the constant kWgmma.
+  // Hopper warpgroup products (sm_90a) where the tile has the warpgroup shape, mma.sync
+  // otherwise: forward with block_m = 16 * warps (64 rows per 4 warps), block_n in
+  // {32, 64, 128, 256} and padded head dim in {64, 128, 256}; dK/dV with 64 x 128 tiles,
+  // 8 warps and padded head dim 64 or 128. `flashgen dump --emit source` shows kWgmma.
   bool uses_wgmma() const;
 
   // Empty when the spec is legal; otherwise one message per problem, each naming the field.

@@ -20,9 +20,11 @@ int KernelSpec::shared_memory_bytes() const {
   switch (pass) {
     case Pass::fwd:  // Q tile + `stages` x (K tile, V tile)
       return tile_bytes(block_m, d) + stages * 2 * tile_bytes(block_n, d);
-    case Pass::bwd_dkdv:  // K, V tiles + `stages` x (Q, dO tiles, lse and D rows) + dS^T tile (atomic dQ)
-      return 2 * tile_bytes(block_n, d) + stages * (2 * tile_bytes(block_m, d) + 2 * block_m * 4) +
-             (deterministic ? 0 : tile_bytes(block_n, block_m));
+    case Pass::bwd_dkdv: {  // K, V tiles + `stages` x (Q, dO tiles, lse and D rows) + dS^T tile (atomic dQ)
+      const int align = uses_wgmma() ? 1024 : 16;  // wgmma tiles start 1024-byte aligned
+      const int stage = (2 * tile_bytes(block_m, d) + 2 * block_m * 4 + align - 1) / align * align;
+      return 2 * tile_bytes(block_n, d) + stages * stage + (deterministic ? 0 : tile_bytes(block_n, block_m));
+    }
     case Pass::bwd_dq:  // Q, dO tiles + `stages` x (K tile, V tile)
       return 2 * tile_bytes(block_m, d) + stages * 2 * tile_bytes(block_n, d);
     case Pass::bwd_preprocess:

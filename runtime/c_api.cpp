@@ -9,6 +9,7 @@
 #include <limits>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "flashgen/flashgen.hpp"
 #include "runtime/c_api.h"
@@ -226,6 +227,29 @@ flashgen_status flashgen_backward_workspace_bytes(flashgen_runtime* runtime, con
     require(runtime, "runtime", "a runtime from flashgen_runtime_create");
     require(args, "args", "the backward arguments");
     *bytes = runtime->runtime.backward_workspace_bytes(to_cpp(*args));
+  });
+}
+
+flashgen_status flashgen_tune(flashgen_runtime* runtime, const flashgen_tune_shape* shapes, size_t count,
+                              int32_t retune) {
+  return flashgen::c_api::guarded([&] {
+    require(runtime, "runtime", "a runtime from flashgen_runtime_create");
+    if (count > 0) require(shapes, "shapes", "an array of count shapes");
+    std::vector<flashgen::TuneShape> cpp;
+    for (size_t i = 0; i < count; ++i) {
+      const flashgen_tune_shape& c = shapes[i];
+      flashgen::TuneShape s;
+      s.head_dim = c.head_dim;
+      s.dtype = static_cast<flashgen::DType>(c.dtype);
+      s.seqlen_q = c.seqlen_q;
+      s.seqlen_k = c.seqlen_k;
+      s.options = to_cpp(c.options);
+      s.forward = c.forward != 0;
+      s.backward = c.backward != 0;
+      s.device = c.device;
+      cpp.push_back(s);
+    }
+    runtime->runtime.tune(cpp, retune != 0);
   });
 }
 

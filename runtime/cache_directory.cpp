@@ -200,6 +200,22 @@ void CacheDirectory::write(const std::string& name, const std::string& source, c
   }
 }
 
+void CacheDirectory::write_file(const std::string& name, std::string_view bytes) const {
+  const fs::path tmp = root_ / ".tmp" / (name + "." + unique_suffix());
+  std::error_code ec;
+  fs::create_directories(tmp.parent_path(), ec);
+  if (ec) io_error("creating", tmp.parent_path(), ec.value());
+  try {
+    write_file_synced(tmp, bytes);
+    const fs::path target = root_ / name;
+    if (::rename(tmp.c_str(), target.c_str()) != 0) io_error("renaming into place", target, errno);
+    sync_directory(root_);
+  } catch (...) {
+    fs::remove(tmp, ec);
+    throw;
+  }
+}
+
 std::vector<EntryInfo> CacheDirectory::list() const {
   std::vector<EntryInfo> out;
   std::error_code ec;

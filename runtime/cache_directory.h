@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "runtime/file_lock.h"
@@ -63,6 +64,11 @@ class CacheDirectory {
   // Throws Error(internal) naming the path on an I/O failure.
   void write(const std::string& name, const std::string& source, const std::string& cubin,
              const nlohmann::json& meta) const;
+
+  // Atomically replaces the plain file <root>/<name> (written in .tmp, fsync'ed, renamed),
+  // for files beside the entries such as the autotune winners. Readers see the old or
+  // the new file, never a part. Throws Error(internal) naming the path on an I/O failure.
+  void write_file(const std::string& name, std::string_view bytes) const;
 
   // Every entry, sorted by name, each verified against its own meta.json.
   std::vector<EntryInfo> list() const;

@@ -72,6 +72,9 @@ CudaDriver load_driver() {
   FLASHGEN_RESOLVE(cuMemcpyHtoD);
   FLASHGEN_RESOLVE(cuMemcpyDtoH);
   FLASHGEN_RESOLVE(cuMemGetInfo);
+  FLASHGEN_RESOLVE(cuDeviceGetMemPool);
+  FLASHGEN_RESOLVE(cuMemPoolGetAttribute);
+  FLASHGEN_RESOLVE(cuMemPoolSetAttribute);
   FLASHGEN_RESOLVE(cuPointerGetAttribute);
   FLASHGEN_RESOLVE(cuStreamSynchronize);
   FLASHGEN_RESOLVE(cuCtxSynchronize);

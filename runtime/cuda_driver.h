@@ -38,6 +38,9 @@ struct CudaDriver {
   CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void*, size_t);
   CUresult (*cuMemcpyDtoH)(void*, CUdeviceptr, size_t);
   CUresult (*cuMemGetInfo)(size_t*, size_t*);
+  CUresult (*cuDeviceGetMemPool)(CUmemoryPool*, CUdevice);
+  CUresult (*cuMemPoolGetAttribute)(CUmemoryPool, CUmemPool_attribute, void*);
+  CUresult (*cuMemPoolSetAttribute)(CUmemoryPool, CUmemPool_attribute, void*);
   CUresult (*cuPointerGetAttribute)(void*, CUpointer_attribute, CUdeviceptr);
   CUresult (*cuStreamSynchronize)(CUstream);
   CUresult (*cuCtxSynchronize)();

@@ -55,11 +55,20 @@ std::vector<KernelSpec> backward_specs(const Problem& p, Arch arch) {
 std::size_t gpu_backward_workspace_bytes(const Problem& p, Arch) { return backward_workspace_bytes(p); }
 
 void gpu_forward(KernelCache& cache, const ForwardArgs& args, const Problem& p, CUstream stream) {
-  for (KernelLaunch& l : plan_forward(args, p, device_arch(p.device))) launch(cache, l, stream);
+  gpu_forward(cache, args, p, stream, select_forward_kernels(problem_key(p), device_arch(p.device)));
 }
 
 void gpu_backward(KernelCache& cache, const BackwardArgs& args, const Problem& p, CUstream stream) {
-  const Arch arch = device_arch(p.device);
+  gpu_backward(cache, args, p, stream, select_backward_kernels(problem_key(p), device_arch(p.device)));
+}
+
+void gpu_forward(KernelCache& cache, const ForwardArgs& args, const Problem& p, CUstream stream,
+                 const std::vector<KernelSpec>& specs) {
+  for (KernelLaunch& l : plan_forward(args, p, specs)) launch(cache, l, stream);
+}
+
+void gpu_backward(KernelCache& cache, const BackwardArgs& args, const Problem& p, CUstream stream,
+                  const std::vector<KernelSpec>& specs) {
   const std::size_t need = backward_workspace_bytes(p);
   const CudaDriver& d = cuda_driver();
   void* workspace = args.workspace;
@@ -74,7 +83,7 @@ void gpu_backward(KernelCache& cache, const BackwardArgs& args, const Problem& p
     workspace = reinterpret_cast<void*>(owned);
   }
   try {
-    for (KernelLaunch& l : plan_backward(args, p, arch, workspace)) launch(cache, l, stream);
+    for (KernelLaunch& l : plan_backward(args, p, specs, workspace)) launch(cache, l, stream);
   } catch (...) {
     if (owned) d.cuMemFreeAsync(owned, stream);
     throw;

@@ -25,4 +25,11 @@ std::size_t gpu_backward_workspace_bytes(const Problem& p, Arch arch);
 void gpu_forward(KernelCache& cache, const ForwardArgs& args, const Problem& p, CUstream stream);
 void gpu_backward(KernelCache& cache, const BackwardArgs& args, const Problem& p, CUstream stream);
 
+// The same with the kernels given (an autotune winner or a candidate being timed), in the
+// order select_forward_kernels / select_backward_kernels return them.
+void gpu_forward(KernelCache& cache, const ForwardArgs& args, const Problem& p, CUstream stream,
+                 const std::vector<KernelSpec>& specs);
+void gpu_backward(KernelCache& cache, const BackwardArgs& args, const Problem& p, CUstream stream,
+                  const std::vector<KernelSpec>& specs);
+
 }  // namespace flashgen

@@ -10,6 +10,8 @@ constexpr std::int64_t kDqRowRounding = 128;
 
 std::int64_t round_up(std::int64_t x, std::int64_t m) { return (x + m - 1) / m * m; }
 
+}  // namespace
+
 ProblemKey problem_key(const Problem& p) {
   const AttentionOptions& o = p.options;
   ProblemKey k;
@@ -27,6 +29,8 @@ ProblemKey problem_key(const Problem& p) {
   k.seqlen_k = p.seqlen_k;
   return k;
 }
+
+namespace {
 
 FlashStrides strides(const Tensor& t) { return {t.stride[0], t.stride[1], t.stride[2]}; }
 
@@ -68,7 +72,15 @@ std::size_t backward_workspace_bytes(const Problem& p) {
 }
 
 std::vector<KernelLaunch> plan_forward(const ForwardArgs& args, const Problem& p, Arch arch) {
-  const KernelSpec fwd = select_forward_kernels(problem_key(p), arch).at(0);
+  return plan_forward(args, p, select_forward_kernels(problem_key(p), arch));
+}
+
+std::vector<KernelLaunch> plan_backward(const BackwardArgs& args, const Problem& p, Arch arch, void* workspace) {
+  return plan_backward(args, p, select_backward_kernels(problem_key(p), arch), workspace);
+}
+
+std::vector<KernelLaunch> plan_forward(const ForwardArgs& args, const Problem& p, const std::vector<KernelSpec>& specs) {
+  const KernelSpec fwd = specs.at(0);
   KernelLaunch l{fwd, {blocks(p.seqlen_q, fwd.block_m), static_cast<unsigned>(p.heads_q), static_cast<unsigned>(p.batch)},
                  base_params(p)};
   FlashAttentionParams& f = l.params;
@@ -84,8 +96,8 @@ std::vector<KernelLaunch> plan_forward(const ForwardArgs& args, const Problem& p
   return {l};
 }
 
-std::vector<KernelLaunch> plan_backward(const BackwardArgs& args, const Problem& p, Arch arch, void* workspace) {
-  const std::vector<KernelSpec> specs = select_backward_kernels(problem_key(p), arch);
+std::vector<KernelLaunch> plan_backward(const BackwardArgs& args, const Problem& p,
+                                        const std::vector<KernelSpec>& specs, void* workspace) {
   FlashAttentionParams f = base_params(p);
   f.q = args.q.data;
   f.k = args.k.data;

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "compiler/kernel_selection.h"
 #include "compiler/kernel_spec.h"
 #include "runtime/validate.h"
 #include "templates/attention_params.h"
@@ -22,8 +23,17 @@ struct KernelLaunch {
 // Bytes of the backward workspace: the fp32 dQ accumulator (unless deterministic), then D.
 std::size_t backward_workspace_bytes(const Problem& p);
 
+// What kernel selection (heuristic table or autotune winners) looks at for a problem.
+ProblemKey problem_key(const Problem& p);
+
 std::vector<KernelLaunch> plan_forward(const ForwardArgs& args, const Problem& p, Arch arch);
 // `workspace` holds backward_workspace_bytes(p) bytes of device memory.
 std::vector<KernelLaunch> plan_backward(const BackwardArgs& args, const Problem& p, Arch arch, void* workspace);
+
+// The same plans with the kernels chosen by the caller (an autotune winner), in the
+// order select_forward_kernels / select_backward_kernels return them.
+std::vector<KernelLaunch> plan_forward(const ForwardArgs& args, const Problem& p, const std::vector<KernelSpec>& specs);
+std::vector<KernelLaunch> plan_backward(const BackwardArgs& args, const Problem& p,
+                                        const std::vector<KernelSpec>& specs, void* workspace);
 
 }  // namespace flashgen

@@ -1,20 +1,49 @@
 // Runtime: validates, then dispatches to the CPU backend or the GPU backend.
+#include <fmt/format.h>
+
 #include <iostream>
+#include <map>
 #include <mutex>
 
 #include "flashgen/flashgen.hpp"
+#include "runtime/autotune.h"
+#include "runtime/autotune_gpu.h"
+#include "runtime/autotune_selection.h"
 #include "runtime/cpu/cpu_attention.h"
 #include "runtime/cuda_driver.h"
+#include "runtime/environment.h"
 #include "runtime/gpu_attention.h"
 #include "runtime/kernel_cache.h"
+#include "runtime/launch_plan.h"
 #include "runtime/validate.h"
 
 namespace flashgen {
 
+namespace {
+
+void check_tune_shape(const TuneShape& s, size_t i) {
+  auto fail = [&](const std::string& what) {
+    throw Error(Status::invalid_argument, fmt::format("tune_shapes[{}].{}", i, what));
+  };
+  if (s.head_dim < kGpuMinHeadDim || s.head_dim > kGpuMaxHeadDim)
+    fail(fmt::format("head_dim: is {}, expected {}..{}", s.head_dim, kGpuMinHeadDim, kGpuMaxHeadDim));
+  if (s.dtype != DType::f16 && s.dtype != DType::bf16)
+    fail(fmt::format("dtype: is {}, expected fp16 or bf16", to_string(s.dtype)));
+  if (s.seqlen_q < 1 || s.seqlen_k < 1)
+    fail(fmt::format("seqlen_q/seqlen_k: are {}/{}, expected >= 1", s.seqlen_q, s.seqlen_k));
+  if (s.device < 0) fail(fmt::format("device: is {}, expected a CUDA device ordinal", s.device));
+}
+
+}  // namespace
+
 struct Runtime::Impl {
   RuntimeOptions options;
+  AutotunePolicy policy = AutotunePolicy::cached;
   std::once_flag cache_once;
   std::unique_ptr<KernelCache> cache;
+  std::unique_ptr<KernelSelector> selector;
+  std::mutex profiles_mutex;
+  std::map<int, DeviceProfile> profiles;
 
   // The kernel cache is created on the first GPU call: a CPU-only user never touches disk.
   KernelCache& kernels() {
@@ -26,6 +55,44 @@ struct Runtime::Impl {
     });
     return *cache;
   }
+
+  const DeviceProfile& profile(int device) {
+    std::lock_guard lock(profiles_mutex);
+    auto it = profiles.find(device);
+    if (it == profiles.end()) it = profiles.emplace(device, query_device_profile(device)).first;
+    return it->second;
+  }
+
+  // The winners of this runtime's policy, else the heuristic table.
+  Candidate kernels_for(const Problem& p, TunedPass pass) {
+    return selector->select(problem_key(p), pass, profile(p.device), p.device);
+  }
+
+  // Tunes `shapes` device by device; `declared` obeys the policy (startup/full only).
+  std::vector<TuneOutcome> tune(const std::vector<TuneShape>& shapes, bool retune, bool declared) {
+    for (size_t i = 0; i < shapes.size(); ++i) check_tune_shape(shapes[i], i);
+    std::map<int, std::vector<const TuneShape*>> by_device;
+    for (const TuneShape& s : shapes) by_device[s.device].push_back(&s);
+    std::vector<TuneOutcome> out;
+    for (const auto& [device, list] : by_device) {
+      ensure_context(device);
+      const DeviceProfile& dev = profile(device);
+      std::vector<TuningKey> keys;
+      for (const TuneShape* s : list)
+        for (const TuningKey& k : tuning_keys(*s, dev.arch)) keys.push_back(k);
+      GpuCandidateTimer timer(kernels(), device);
+      TunerOptions o;
+      o.cache = &kernels();
+      o.timer = timer.timer();
+      o.device = dev.identity;
+      o.limits = dev.limits;
+      o.log = options.log;
+      const std::vector<TuneResult> results =
+          declared ? selector->tune_declared(keys, o) : selector->tune(keys, retune, o);
+      for (const TuneResult& r : results) out.push_back(to_outcome(r));
+    }
+    return out;
+  }
 };
 
 Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<Impl>()) {
@@ -34,6 +101,17 @@ Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<Impl>()) {
       if (level >= LogLevel::warning) std::cerr << "flashgen: " << msg << "\n";
     };
   impl_->options = std::move(options);
+  const RuntimeOptions& o = impl_->options;
+  impl_->policy = effective_autotune_policy(o.autotune);
+  impl_->selector = std::make_unique<KernelSelector>(
+      impl_->policy, o.cache_dir.empty() ? cache_dir_from_env() : std::filesystem::path(o.cache_dir), o.log);
+  if ((impl_->policy == AutotunePolicy::startup || impl_->policy == AutotunePolicy::full) && !o.tune_shapes.empty()) {
+    if (!cuda_available()) {
+      o.log(LogLevel::warning, "autotune: no GPU here, the declared tune_shapes are not tuned");
+    } else {
+      impl_->tune(o.tune_shapes, false, true);
+    }
+  }
 }
 
 Runtime::~Runtime() = default;
@@ -44,20 +122,24 @@ void Runtime::forward(const ForwardArgs& args, void* stream) {
   const Problem p = validate_forward(args);
   if (p.device == kCpu) return cpu::tiled_forward(args, p, impl_->options.cpu_threads);
   ensure_context(p.device);
-  gpu_forward(impl_->kernels(), args, p, static_cast<CUstream>(stream));
+  gpu_forward(impl_->kernels(), args, p, static_cast<CUstream>(stream), impl_->kernels_for(p, TunedPass::forward));
 }
 
 void Runtime::backward(const BackwardArgs& args, void* stream) {
   const Problem p = validate_backward(args);
   if (p.device == kCpu) return cpu::tiled_backward(args, p, impl_->options.cpu_threads);
   ensure_context(p.device);
-  gpu_backward(impl_->kernels(), args, p, static_cast<CUstream>(stream));
+  gpu_backward(impl_->kernels(), args, p, static_cast<CUstream>(stream), impl_->kernels_for(p, TunedPass::backward));
 }
 
 std::size_t Runtime::backward_workspace_bytes(const BackwardArgs& args) const {
   const Problem p = validate_backward(args);
   if (p.device == kCpu) return 0;
   return gpu_backward_workspace_bytes(p, device_arch(p.device));
+}
+
+std::vector<TuneOutcome> Runtime::tune(const std::vector<TuneShape>& shapes, bool retune) {
+  return impl_->tune(shapes, retune, false);
 }
 
 }  // namespace flashgen

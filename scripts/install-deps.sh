@@ -8,6 +8,7 @@ packages=(
   libfmt-dev nlohmann-json3-dev libcli11-dev libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libthread-pool-dev python3-numpy
+  python3-torch  # PyTorch 1.13, CPU only: the python tests and examples/train_gpt.py --tiny (~50 s)
 )
 if [[ "${FLASHGEN_WITH_MLIR:-ON}" != "OFF" ]]; then
   packages+=(llvm-19-dev libmlir-19-dev mlir-19-tools llvm-19-tools)

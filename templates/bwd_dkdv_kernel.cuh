@@ -6,16 +6,63 @@
 //   dK += dS^T.Q, and (unless deterministic) dQ_accum += dS.K with fp32 atomics.
 // dK (times softmax_scale) and dV are written once, summed over the group: no atomics.
 // Warps split the keys (16-row slices) and, when there are more warps than slices,
-// the head dim of the dK/dV accumulators.
+// the head dim of the dK/dV accumulators. With kWgmma (sm_90a) every product is a
+// wgmma: two warpgroups own 64 keys each, Q/dO/K/V/dS^T are read from shared memory.
 namespace flash {
 
 struct BwdDkdvLayout {
-  using KV = SmemTile<kBlockN, kHeadDimPadded>;
-  using Q = SmemTile<kBlockM, kHeadDimPadded>;  // Q and dO
-  using DS = SmemTile<kBlockN, kBlockM>;        // dS^T, for the dQ product
-  static constexpr int kStageBytes = 2 * Q::kBytes + 2 * kBlockM * 4;  // Q, dO, lse*log2e, D
+  template <int R, int C>
+  using Tile = typename Select<kWgmma, WgmmaTile<R, C>, SmemTile<R, C>>::type;
+  using KV = Tile<kBlockN, kHeadDimPadded>;
+  using Q = Tile<kBlockM, kHeadDimPadded>;  // Q and dO
+  using DS = Tile<kBlockN, kBlockM>;        // dS^T, for the dQ product
+  // Q, dO, lse*log2e, D; wgmma tiles start 1024-byte aligned.
+  static constexpr int kAlign = kWgmma ? 1024 : 16;
+  static constexpr int kStageBytes = (2 * Q::kBytes + 2 * kBlockM * 4 + kAlign - 1) / kAlign * kAlign;
   static constexpr int kBytes = 2 * KV::kBytes + kStages * kStageBytes + (kDeterministic ? 0 : DS::kBytes);
 };
+
+// sm_90a products of one warpgroup (its 64 keys from key_row0). S^T = K.Q^T and
+// dP^T = V.dO^T, both operands K-major, issued as one group.
+template <int kMT>
+__device__ __forceinline__ void wgmma_scores_t(float (&s)[kMT][4], float (&dp)[kMT][4], u32 s_k, u32 s_v, int key_row0,
+                                               u32 s_q, u32 s_do) {
+  using L = BwdDkdvLayout;
+  wgmma_fence();
+#pragma unroll
+  for (int k = 0; k < kHeadDimPadded; k += 16)
+    Wgmma<kBlockM>::template ss<false, false>(s, desc_k_major<L::KV>(s_k, key_row0, k), desc_k_major<L::Q>(s_q, 0, k),
+                                              k > 0);
+#pragma unroll
+  for (int k = 0; k < kHeadDimPadded; k += 16)
+    Wgmma<kBlockM>::template ss<false, false>(dp, desc_k_major<L::KV>(s_v, key_row0, k), desc_k_major<L::Q>(s_do, 0, k),
+                                              k > 0);
+  wgmma_commit();
+}
+
+// acc += X^T.B with X^T (this warp's keys x the tile's queries) in registers and B (Q or
+// dO, [query][d]) MN-major in shared memory. Issued, not waited for.
+template <int kMT, int kDT>
+__device__ __forceinline__ void wgmma_regs_t(float (&acc)[kDT][4], const u32 (&a)[kMT / 2][4], u32 s_b) {
+  using L = BwdDkdvLayout;
+#pragma unroll
+  for (int kk = 0; kk < kMT / 2; ++kk)
+    Wgmma<kHeadDimPadded>::template rs<true>(acc, a[kk], desc_mn_major<L::Q>(s_b, 16 * kk));
+}
+
+// dQ (the tile's 64 queries x kN head-dim columns from col0) = dS.K, with dS^T and K
+// both stored [key][.]: MN-major A and B. Issued, not waited for.
+template <int kN>
+__device__ __forceinline__ void wgmma_dq(float (&acc)[kN / 8][4], u32 s_ds, u32 s_k, int col0) {
+  using L = BwdDkdvLayout;
+  const u32 s_k_cols = s_k + (col0 / 64) * L::KV::kBlockBytes + (col0 % 64) * 2;
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < kBlockN / 16; ++kk)
+    Wgmma<kN>::template ss<true, true>(acc, desc_mn_major<L::DS>(s_ds, 16 * kk), desc_mn_major<L::KV>(s_k_cols, 16 * kk),
+                                       kk > 0);
+  wgmma_commit();
+}
 
 __device__ __forceinline__ void bwd_dkdv_kernel(const FlashAttentionParams& p) {
   using L = BwdDkdvLayout;
@@ -94,6 +141,7 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const FlashAttentionParams& p) {
     if (t + kStages - 1 < total) load_stage(t + kStages - 1, (t + kStages - 1) % kStages);
     cp_async_commit();
     cp_async_wait<kStages - 1>();
+    if constexpr (kWgmma) fence_async_shared();
     __syncthreads();
 
     const int h = h_kv * group + t / tiles_per_head;
@@ -103,9 +151,14 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const FlashAttentionParams& p) {
     const u32 s_lse = s_do + L::Q::kBytes;
     const u32 s_dsum = s_lse + 4 * kBlockM;
 
-    float s[kRT][kMT][4];
-    zero(s);
-    mma_rows_nk<kRT, kMT, kHeadDimPadded, L::KV, L::Q>(s, s_k, warp_row0, s_q, 0, lane);
+    float s[kRT][kMT][4], dp[kRT][kMT][4];
+    if constexpr (kWgmma) {
+      wgmma_scores_t(s[0], dp[0], s_k, s_v, warp_row0 & ~63, s_q, s_do);
+      wgmma_wait<0>();
+    } else {
+      zero(s);
+      mma_rows_nk<kRT, kMT, kHeadDimPadded, L::KV, L::Q>(s, s_k, warp_row0, s_q, 0, lane);
+    }
     float dtanh[kRT][kMT][4];  // unused (and optimised away) without softcap
     if constexpr (kSoftcap) softcap_scores_and_slope(s, dtanh, softcap_pre, p.softcap);
     if (!vis.tile_visible(m0, min(m0 + kBlockM, p.seqlen_q), n0, n0 + kBlockN))
@@ -120,10 +173,15 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const FlashAttentionParams& p) {
           s[mt][nt][e] = exp2_fast(fmaf(s[mt][nt][e], p.scale_log2, -ld_shared_f32(s_lse + 4 * col)));
         }
 
-    float dp[kRT][kMT][4];
-    zero(dp);
-    mma_rows_nk<kRT, kMT, kHeadDimPadded, L::KV, L::Q>(dp, s_v, warp_row0, s_do, 0, lane);
-    mma_regs_kn<kRT, kMT, kDT, L::Q>(acc_dv, s, s_do, d0, lane);
+    u32 a_p[kMT / 2][4];  // P^T as the A operand of the wgmma dV product
+    if constexpr (kWgmma) {
+#pragma unroll
+      for (int kk = 0; kk < kMT / 2; ++kk) c_to_a<kMT>(a_p[kk], s[0], kk);
+    } else {
+      zero(dp);
+      mma_rows_nk<kRT, kMT, kHeadDimPadded, L::KV, L::Q>(dp, s_v, warp_row0, s_do, 0, lane);
+      mma_regs_kn<kRT, kMT, kDT, L::Q>(acc_dv, s, s_do, d0, lane);
+    }
 #pragma unroll
     for (int mt = 0; mt < kRT; ++mt)
 #pragma unroll
@@ -135,12 +193,32 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const FlashAttentionParams& p) {
           if constexpr (kSoftcap) ds *= dtanh[mt][nt][e];
           dp[mt][nt][e] = ds;
         }
-    mma_regs_kn<kRT, kMT, kDT, L::Q>(acc_dk, dp, s_q, d0, lane);
+    if constexpr (kWgmma) {
+      u32 a_ds[kMT / 2][4];
+#pragma unroll
+      for (int kk = 0; kk < kMT / 2; ++kk) c_to_a<kMT>(a_ds[kk], dp[0], kk);
+      if constexpr (!kDeterministic) {  // dS^T -> shared memory for the dQ product, from the packed fragments
+        const int g = lane >> 2, tq = lane & 3;
+#pragma unroll
+        for (int kk = 0; kk < kMT / 2; ++kk)
+#pragma unroll
+          for (int r = 0; r < 4; ++r)
+            st_shared_u32(s_ds + L::DS::elem(warp_row0 + g + 8 * (r & 1), 16 * kk + 8 * (r >> 1) + 2 * tq), a_ds[kk][r]);
+      }
+      wgmma_fence();
+      wgmma_regs_t<kMT>(acc_dv[0], a_p, s_do);
+      wgmma_regs_t<kMT>(acc_dk[0], a_ds, s_q);
+      wgmma_commit();
+      // Frees the P^T and dS^T fragments before the dQ accumulators go live.
+      if constexpr (!kDeterministic) wgmma_wait<0>();
+    } else {
+      mma_regs_kn<kRT, kMT, kDT, L::Q>(acc_dk, dp, s_q, d0, lane);
+    }
 
     if constexpr (!kDeterministic) {
       // dS^T -> shared memory (one copy: the warps of the first head-dim slice), then
       // dQ_accum[m0.., :] += dS.K, each warp a block of rows x head-dim columns.
-      if (warp_d == 0) {
+      if (!kWgmma && warp_d == 0) {
         const int g = lane >> 2, tq = lane & 3;
 #pragma unroll
         for (int mt = 0; mt < kRT; ++mt)
@@ -151,17 +229,26 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const FlashAttentionParams& p) {
               st_shared_u32(s_ds + L::DS::elem(warp_row0 + 16 * mt + g + 8 * hh, 8 * nt + 2 * tq),
                             pack2(dp[mt][nt][2 * hh], dp[mt][nt][2 * hh + 1]));
       }
+      if constexpr (kWgmma) fence_async_shared();
       __syncthreads();
       const int dq_row0 = (warp % kDqWarpsM) * 16 * kDqRT;
       const int dq_d0 = (warp / kDqWarpsM) * (kHeadDimPadded / kDqWarpsD);
       float acc_dq[kDqRT][kDqDT][4];
-      zero(acc_dq);
+      if constexpr (kWgmma) {
+        // dQ (64 queries x this warpgroup's head-dim columns) = dS.K: dS^T and K are both
+        // stored [key][.], i.e. MN-major for A and B.
+        if (warp / 4 < kDqWarpsD)
+          wgmma_dq<kDqDT * 8>(acc_dq[0], s_ds, s_k, dq_d0);
+        wgmma_wait<0>();
+      } else {
+        zero(acc_dq);
 #pragma unroll
-      for (int kk = 0; kk < kBlockN / 16; ++kk) {
-        u32 a_ds[kDqRT][1][4];
+        for (int kk = 0; kk < kBlockN / 16; ++kk) {
+          u32 a_ds[kDqRT][1][4];
 #pragma unroll
-        for (int mt = 0; mt < kDqRT; ++mt) load_a_trans<L::DS>(a_ds[mt][0], s_ds, dq_row0 + 16 * mt, 16 * kk, lane);
-        mma_frags_kn<kDqRT, 1, kDqDT, L::KV>(acc_dq, a_ds, s_k, 16 * kk, dq_d0, lane);
+          for (int mt = 0; mt < kDqRT; ++mt) load_a_trans<L::DS>(a_ds[mt][0], s_ds, dq_row0 + 16 * mt, 16 * kk, lane);
+          mma_frags_kn<kDqRT, 1, kDqDT, L::KV>(acc_dq, a_ds, s_k, 16 * kk, dq_d0, lane);
+        }
       }
       float* dq_acc = p.dq_accum + ((static_cast<i64>(b) * p.heads_q + h) * p.seqlen_q_rounded + m0) * kHeadDimPadded;
       const int g = lane >> 2, tq = lane & 3;
@@ -176,6 +263,7 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const FlashAttentionParams& p) {
             atomicAdd(dq_acc + row * kHeadDimPadded + col, acc_dq[mt][dt][e]);
           }
     }
+    if constexpr (kWgmma) wgmma_wait<0>();  // the products read the stage until they complete
     __syncthreads();  // the stage (and dS^T) is refilled by the next iteration
   }
   cp_async_wait<0>();  // the K/V copy is still in flight when no query sees these keys

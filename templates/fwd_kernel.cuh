@@ -24,7 +24,7 @@ __device__ __forceinline__ void wgmma_scores(float (&s)[kNT][4], u32 s_q, int q_
   wgmma_fence();
 #pragma unroll
   for (int k = 0; k < kHeadDimPadded; k += 16)
-    Wgmma<kBlockN>::template ss<false>(s, desc_k_major<L::Q>(s_q, q_row0, k), desc_k_major<L::KV>(s_k, 0, k), k > 0);
+    Wgmma<kBlockN>::template ss<false, false>(s, desc_k_major<L::Q>(s_q, q_row0, k), desc_k_major<L::KV>(s_k, 0, k), k > 0);
   wgmma_commit();
   wgmma_wait<0>();
 }

@@ -1,11 +1,16 @@
 // One attention training step through flashgen's C++ API on raw buffers: forward,
-// loss = sum(o * w) (so dO = w), backward; then every gradient entry is checked
-// against central finite differences of the loss. Exits non-zero if they disagree.
+// loss = sum(o * w) (so dO = w), backward. On the CPU (host buffers, fp32) every gradient
+// entry is checked against central finite differences of the loss; then the same kind of
+// step runs on CUDA buffers (cuda_step.cpp) where a GPU is present. Exits non-zero if a
+// check fails.
 #include <flashgen/flashgen.hpp>
+
+#include "cuda_step.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <exception>
 #include <random>
 #include <vector>
 
@@ -96,8 +101,15 @@ int main() {
       std::fprintf(stderr, "gradients disagree with finite differences\n");
       return 1;
     }
+    if (!cuda_training_step(rt, seed)) {
+      std::fprintf(stderr, "GPU results disagree with the CPU backend (seed %u)\n", seed);
+      return 1;
+    }
   } catch (const flashgen::Error& e) {
     std::fprintf(stderr, "flashgen error (%s): %s\n", flashgen::to_string(e.status()), e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
     return 1;
   }
   return 0;

@@ -140,6 +140,27 @@ FLASHGEN_API flashgen_status flashgen_backward(flashgen_runtime* runtime, const 
 FLASHGEN_API flashgen_status flashgen_backward_workspace_bytes(flashgen_runtime* runtime,
                                                                const flashgen_backward_args* args, size_t* bytes);
 
+/* A problem declared for autotuning (flashgen::TuneShape). Tuning is per sequence-length
+ * bucket (the power of 4 nearest to max(seqlen_q, seqlen_k), from 256); batch and heads
+ * do not matter. */
+typedef struct flashgen_tune_shape {
+  int32_t head_dim;
+  flashgen_dtype dtype; /* FLASHGEN_F16 or FLASHGEN_BF16 */
+  int64_t seqlen_q;
+  int64_t seqlen_k;
+  flashgen_attention_options options; /* causal, window, softcap, deterministic select the kernels */
+  int32_t forward;                    /* nonzero: tune the forward pass */
+  int32_t backward;                   /* nonzero: tune the backward pass */
+  int32_t device;                     /* CUDA device ordinal */
+} flashgen_tune_shape;
+
+/* Tunes `count` shapes now (compile candidates in parallel, time each on the GPU) and persists
+ * the winners in <cache dir>/autotune.json, where runtimes with autotune >= 1 (cached) find
+ * them; retune nonzero also retunes shapes that already have a winner. Blocks and synchronises
+ * the device. FLASHGEN_ERROR_NO_DEVICE without a GPU. */
+FLASHGEN_API flashgen_status flashgen_tune(flashgen_runtime* runtime, const flashgen_tune_shape* shapes, size_t count,
+                                           int32_t retune);
+
 #ifdef __cplusplus
 }
 #endif

@@ -14,6 +14,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace flashgen {
 
@@ -98,13 +99,50 @@ struct BackwardArgs {
 enum class LogLevel : int { debug = 0, info = 1, warning = 2, error = 3 };
 using LogSink = std::function<void(LogLevel, const std::string&)>;
 
+// Which tile sizes the GPU kernels use. Winners are persisted in <cache_dir>/autotune.json,
+// per GPU (name, SM count), driver, NVRTC and flashgen version, and per candidate set.
+//   off:     the heuristic table only (compiler/kernel_selection.cpp)
+//   cached:  persisted winners, else the heuristic table; never tunes (the default)
+//   startup: like cached, and Runtime's constructor tunes the declared tune_shapes that
+//            have no winner yet
+//   full:    like startup, but retunes every declared shape
+// The environment variable FLASHGEN_AUTOTUNE=off|cached|startup|full, when set, overrides
+// RuntimeOptions::autotune (like every FLASHGEN_ variable, the operator's setting wins).
 enum class AutotunePolicy : int { off = 0, cached = 1, startup = 2, full = 3 };
+
+// A problem an engine declares for autotuning. Tuning is per sequence-length bucket (the
+// power of 4 nearest to max(seqlen_q, seqlen_k), from 256), so a shape stands for every
+// problem of its bucket with the same head_dim, dtype and options; batch and heads do not matter.
+struct TuneShape {
+  int head_dim = 128;
+  DType dtype = DType::bf16;
+  std::int64_t seqlen_q = 4096;
+  std::int64_t seqlen_k = 4096;
+  AttentionOptions options;  // causal, window, softcap and deterministic select the kernels
+  bool forward = true;       // tune the forward pass
+  bool backward = true;      // tune the backward pass (timed as a whole: preprocess, dK/dV, dQ)
+  int device = 0;            // CUDA device ordinal
+};
+
+// One tuned (pass, shape bucket): what won and by how much.
+struct TuneOutcome {
+  std::string key;        // e.g. "fwd_d128_bf16_causal_n4096_sm_90a"
+  std::string winner;     // kernel URIs joined by '+'
+  std::string heuristic;  // the heuristic table's kernels
+  double winner_ms = 0;     // median time of the winner (infinity: every candidate failed)
+  double heuristic_ms = 0;  // median time of the heuristic default (infinity: it failed)
+  int candidates = 0;       // candidates in the set
+  int failed = 0;           // candidates that did not compile or run
+  bool cached = false;      // the winner was already persisted; nothing was timed
+};
 
 struct RuntimeOptions {
   std::string cache_dir;  // empty: $FLASHGEN_CACHE_DIR, else $XDG_CACHE_HOME/flashgen or ~/.cache/flashgen
   AutotunePolicy autotune = AutotunePolicy::cached;
   LogSink log;            // empty: warnings and errors go to stderr
   int cpu_threads = 0;    // CPU backend threads; 0 = hardware concurrency
+  // Shapes tuned at construction under the startup (what is missing) and full (all) policies.
+  std::vector<TuneShape> tune_shapes;
 };
 
 // The entry point. Thread-safe: one Runtime may serve many threads and streams.
@@ -122,6 +160,13 @@ class Runtime {
 
   // Bytes of device workspace backward needs for this problem.
   std::size_t backward_workspace_bytes(const BackwardArgs& args) const;
+
+  // Tunes the shapes now on their devices (compiling the candidates in parallel, timing
+  // each on random data) and persists the winners; `retune` false keeps winners that are
+  // already persisted. Later calls of this and other runtimes (policy cached and up) use
+  // them. Blocks the calling thread and synchronises the device. Throws Error(no_device)
+  // without a GPU.
+  std::vector<TuneOutcome> tune(const std::vector<TuneShape>& shapes, bool retune = false);
 
   const RuntimeOptions& options() const;
 

@@ -77,6 +77,19 @@ class BackwardArgs(ctypes.Structure):
     ]
 
 
+class TuneShape(ctypes.Structure):
+    _fields_ = [
+        ("head_dim", ctypes.c_int32),
+        ("dtype", ctypes.c_int),  # a C enum: int-sized
+        ("seqlen_q", ctypes.c_int64),
+        ("seqlen_k", ctypes.c_int64),
+        ("options", AttentionOptions),
+        ("forward", ctypes.c_int32),
+        ("backward", ctypes.c_int32),
+        ("device", ctypes.c_int32),
+    ]
+
+
 # void (*)(int32_t level, const char* message, void* user_data)
 LogFn = ctypes.CFUNCTYPE(None, ctypes.c_int32, ctypes.c_char_p, ctypes.c_void_p)
 
@@ -115,6 +128,7 @@ def declare(lib):
             [RuntimeHandle, p(BackwardArgs), p(ctypes.c_size_t)],
             ctypes.c_int,
         ),
+        "flashgen_tune": ([RuntimeHandle, p(TuneShape), ctypes.c_size_t, ctypes.c_int32], ctypes.c_int),
     }
     for name, (argtypes, restype) in signatures.items():
         fn = getattr(lib, name)
@@ -136,6 +150,20 @@ def tensor(name, data_ptr, dtype, device, shape, strides):
         t.shape[i] = int(n)
         t.stride[i] = int(s)
     return t
+
+
+def forward_args(view, options, *, q, k, v, o, lse):
+    """flashgen_forward_args over caller-owned arrays; view(name, array) makes each flashgen_tensor."""
+    return ForwardArgs(q=view("q", q), k=view("k", k), v=view("v", v), o=view("o", o), lse=view("lse", lse),
+                       options=options)
+
+
+def backward_args(view, options, *, q, k, v, o, lse, dout, dq, dk, dv):
+    """flashgen_backward_args over caller-owned arrays, without a workspace (the library allocates
+    stream-ordered memory unless the caller sets one); view(name, array) makes each flashgen_tensor."""
+    tensors = {"q": q, "k": k, "v": v, "o": o, "lse": lse, "dout": dout, "dq": dq, "dk": dk, "dv": dv}
+    return BackwardArgs(**{name: view(name, t) for name, t in tensors.items()}, options=options,
+                        workspace=None, workspace_bytes=0)
 
 
 def options(softmax_scale, causal, window_size, softcap, deterministic):

@@ -64,14 +64,8 @@ def attention_forward(q, k, v, softmax_scale=None, causal=False, window_size=(-1
     _check_dtypes(q=q, k=k, v=v)
     o = np.full(q.shape, np.nan, dtype=q.dtype)
     lse = np.full(_lse_shape(q), np.nan, dtype=np.float32)
-    args = _capi.ForwardArgs(
-        q=_view("q", q),
-        k=_view("k", k),
-        v=_view("v", v),
-        o=_view("o", o),
-        lse=_view("lse", lse),
-        options=_capi.options(softmax_scale, causal, window_size, softcap, False),
-    )
+    options = _capi.options(softmax_scale, causal, window_size, softcap, False)
+    args = _capi.forward_args(_view, options, q=q, k=k, v=v, o=o, lse=lse)
     lib = _library.library()
     _library.check(lib.flashgen_forward(_library.runtime(), ctypes.byref(args), None))
     return o, lse
@@ -94,20 +88,8 @@ def attention_backward(
     dq = np.full(q.shape, np.nan, dtype=q.dtype)
     dk = np.full(k.shape, np.nan, dtype=k.dtype)
     dv = np.full(v.shape, np.nan, dtype=v.dtype)
-    args = _capi.BackwardArgs(
-        q=_view("q", q),
-        k=_view("k", k),
-        v=_view("v", v),
-        o=_view("o", o),
-        lse=_view("lse", lse),
-        dout=_view("dout", dout),
-        dq=_view("dq", dq),
-        dk=_view("dk", dk),
-        dv=_view("dv", dv),
-        options=_capi.options(softmax_scale, causal, window_size, softcap, deterministic),
-        workspace=None,
-        workspace_bytes=0,
-    )
+    options = _capi.options(softmax_scale, causal, window_size, softcap, deterministic)
+    args = _capi.backward_args(_view, options, q=q, k=k, v=v, o=o, lse=lse, dout=dout, dq=dq, dk=dk, dv=dv)
     lib = _library.library()
     _library.check(lib.flashgen_backward(_library.runtime(), ctypes.byref(args), None))
     return dq, dk, dv

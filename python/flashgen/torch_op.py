@@ -1,9 +1,11 @@
 """flashgen.attention for PyTorch: custom operators with fake (shape) and autograd rules.
 
-Two operators, flashgen::forward and flashgen::backward, registered through
-torch.library.custom_op so torch.compile(fullgraph=True) traces them as
-opaque nodes. CPU tensors run on the CPU backend; CUDA tensors run generated
-kernels on torch.cuda.current_stream(), with no synchronisation.
+With torch >= 2.4, two operators, flashgen::forward and flashgen::backward, are
+registered through torch.library.custom_op so torch.compile(fullgraph=True) traces
+them as opaque nodes. Older torch (>= 1.13) has no custom_op: there attention runs
+through AttentionFunction, a torch.autograd.Function with the same forward and the
+same gradients (eager mode only). CPU tensors run on the CPU backend; CUDA tensors
+run generated kernels on torch.cuda.current_stream(), with no synchronisation.
 """
 import ctypes
 import math
@@ -67,8 +69,11 @@ def _lse_shape(q):
     return (q.size(0), q.size(2), q.size(1)) if q.dim() == 4 else (1, 1, 1)
 
 
-@torch.library.custom_op("flashgen::forward", mutates_args=())
-def forward_op(
+# torch.library.custom_op arrived in torch 2.4.
+HAS_CUSTOM_OP = hasattr(torch.library, "custom_op")
+
+
+def _forward(
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
@@ -85,28 +90,20 @@ def forward_op(
     _check_dtypes(q=q, k=k, v=v)
     o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     lse = torch.empty(_lse_shape(q), dtype=torch.float32, device=q.device)
-    args = _capi.ForwardArgs(
-        q=_view("q", q),
-        k=_view("k", k),
-        v=_view("v", v),
-        o=_view("o", o),
-        lse=_view("lse", lse),
-        options=_options(softmax_scale, causal, window_left, window_right, softcap, deterministic),
-    )
+    options = _options(softmax_scale, causal, window_left, window_right, softcap, deterministic)
+    args = _capi.forward_args(_view, options, q=q, k=k, v=v, o=o, lse=lse)
     lib = _library.library()
     _library.check(lib.flashgen_forward(_library.runtime(), ctypes.byref(args), _stream(q)))
     return o, lse
 
 
-@forward_op.register_fake
 def _forward_fake(q, k, v, softmax_scale, causal, window_left, window_right, softcap, deterministic, return_lse):
     o = q.new_empty(q.shape)
     lse = q.new_empty(_lse_shape(q), dtype=torch.float32)
     return o, lse
 
 
-@torch.library.custom_op("flashgen::backward", mutates_args=())
-def backward_op(
+def _backward(
     dout: torch.Tensor,
     q: torch.Tensor,
     k: torch.Tensor,
@@ -120,27 +117,15 @@ def backward_op(
     softcap: float,
     deterministic: bool,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Returns (dq, dk, dv) of forward_op's o, in the input dtype."""
+    """Returns (dq, dk, dv) of _forward's o, in the input dtype."""
     dout, q, k, v, o = (_readable(t) for t in (dout, q, k, v, o))
     lse = lse.contiguous()
     _check_dtypes(q=q, k=k, v=v, o=o, dout=dout)
     dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     dk = torch.empty(k.shape, dtype=k.dtype, device=k.device)
     dv = torch.empty(v.shape, dtype=v.dtype, device=v.device)
-    args = _capi.BackwardArgs(
-        q=_view("q", q),
-        k=_view("k", k),
-        v=_view("v", v),
-        o=_view("o", o),
-        lse=_view("lse", lse),
-        dout=_view("dout", dout),
-        dq=_view("dq", dq),
-        dk=_view("dk", dk),
-        dv=_view("dv", dv),
-        options=_options(softmax_scale, causal, window_left, window_right, softcap, deterministic),
-        workspace=None,
-        workspace_bytes=0,
-    )
+    options = _options(softmax_scale, causal, window_left, window_right, softcap, deterministic)
+    args = _capi.backward_args(_view, options, q=q, k=k, v=v, o=o, lse=lse, dout=dout, dq=dq, dk=dk, dv=dv)
     lib = _library.library()
     runtime = _library.runtime()
     workspace = _workspace(lib, runtime, args, q.device)
@@ -163,7 +148,6 @@ def _workspace(lib, runtime, args, device):
     return buffer
 
 
-@backward_op.register_fake
 def _backward_fake(dout, q, k, v, o, lse, softmax_scale, causal, window_left, window_right, softcap, deterministic):
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
@@ -179,7 +163,8 @@ def _setup_context(ctx, inputs, output):
     ctx.set_materialize_grads(False)
 
 
-def _backward(ctx, dout, dlse):
+def _gradients(ctx, dout, dlse):
+    """The autograd formula of both registrations: gradients of (o, lse) -> gradients of the inputs."""
     q, k, v, o, lse = ctx.saved_tensors
     if dout is not None:
         dq, dk, dv = backward_op(dout, q, k, v, o, lse, *ctx.options)
@@ -206,7 +191,32 @@ def _lse_gradient(q, k, v, lse, dlse, options):
     return dq, dk
 
 
-forward_op.register_autograd(_backward, setup_context=_setup_context)
+class AttentionFunction(torch.autograd.Function):
+    """flashgen's forward and gradients as a torch.autograd.Function: what flashgen.attention
+    uses where torch has no custom_op (torch < 2.4). torch.compile does not trace into it."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, softmax_scale, causal, window_left, window_right, softcap, deterministic, return_lse):
+        inputs = (q, k, v, softmax_scale, causal, window_left, window_right, softcap, deterministic, return_lse)
+        output = _forward(*inputs)
+        _setup_context(ctx, inputs, output)
+        return output
+
+    @staticmethod
+    def backward(ctx, dout, dlse):
+        return _gradients(ctx, dout, dlse)
+
+
+if HAS_CUSTOM_OP:
+    forward_op = torch.library.custom_op("flashgen::forward", mutates_args=())(_forward)
+    backward_op = torch.library.custom_op("flashgen::backward", mutates_args=())(_backward)
+    forward_op.register_fake(_forward_fake)
+    backward_op.register_fake(_backward_fake)
+    forward_op.register_autograd(_gradients, setup_context=_setup_context)
+    _attention = forward_op
+else:
+    forward_op, backward_op = _forward, _backward  # plain functions: eager calls into the library
+    _attention = AttentionFunction.apply
 
 
 def attention(
@@ -228,13 +238,15 @@ def attention(
     window_size (left, right), -1 unbounded; softcap 0 is off; deterministic makes
     the backward bitwise reproducible. Returns o, or (o, lse) with lse float32
     (batch, heads_q, seqlen_q). Differentiable in q, k, v (and through lse).
+    torch >= 2.4: a custom operator, traceable by torch.compile(fullgraph=True);
+    torch 1.13 to 2.3: a torch.autograd.Function with the same results (eager only).
     """
     if softmax_scale is None:
         softmax_scale = 0.0
     elif not (math.isfinite(softmax_scale) and softmax_scale > 0):
         raise ValueError(f"softmax_scale: is {softmax_scale}, expected a finite value > 0 (or None for 1/sqrt(head_dim))")
     window_left, window_right = window_size
-    o, lse = forward_op(
+    o, lse = _attention(
         q, k, v, float(softmax_scale), bool(causal), int(window_left), int(window_right), float(softcap),
         bool(deterministic), bool(return_lse),
     )

@@ -92,6 +92,7 @@ _STRUCTS = {
     "flashgen_forward_args": _capi.ForwardArgs,
     "flashgen_backward_args": _capi.BackwardArgs,
     "flashgen_runtime_options": _capi.RuntimeOptions,
+    "flashgen_tune_shape": _capi.TuneShape,
 }
 
 

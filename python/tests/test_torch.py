@@ -1,10 +1,15 @@
-"""flashgen.attention (PyTorch custom operator) against F.scaled_dot_product_attention.
+"""flashgen.attention (PyTorch) against standard attention.
 
-Skipped where torch is not installed (the CI machine); the CUDA tests run where
-a GPU is present. The reference is SDPA in float64 on the CPU; the baseline of
-FlashAttention's rule is SDPA in the input dtype on the same device.
+The exact reference is standard attention written in plain torch, in float64 on the
+CPU (it needs no SDPA, so these tests run with Debian's torch 1.13 in CI). The
+baseline of FlashAttention's rule is standard attention in the input dtype on the
+same device: F.scaled_dot_product_attention where torch has it (>= 2.0) and the case
+has no softcap, the plain-torch reference in that dtype otherwise.
+Skipped where torch is not installed; the CUDA tests run where a GPU is present.
 """
+import math
 import unittest
+import warnings
 
 import support
 from reference import allowed_keys
@@ -18,14 +23,17 @@ except ImportError:
 
 if torch is not None:
     import flashgen
+    from flashgen import torch_op
 
     DTYPE_NAMES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
     HAS_CUDA = torch.cuda.is_available()
+    HAS_SDPA = hasattr(F, "scaled_dot_product_attention")
+    HAS_COMPILE = torch_op.HAS_CUSTOM_OP and hasattr(torch, "compile")
 else:
-    HAS_CUDA = False
+    HAS_CUDA = HAS_SDPA = HAS_COMPILE = False
 
 # (batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim) and options; no row is left
-# without keys (SDPA returns NaN there; that case has its own test).
+# without keys (standard attention gives NaN there; that case has its own test).
 CASES = {
     "plain": ((2, 37, 53, 4, 4, 64), {}),
     "causal_square": ((2, 65, 65, 2, 2, 64), {"causal": True}),
@@ -34,27 +42,58 @@ CASES = {
     "mqa_causal": ((1, 77, 77, 4, 1, 32), {"causal": True}),
     "window": ((1, 90, 90, 2, 2, 64), {"window_size": (17, 5)}),
     "explicit_scale": ((1, 19, 23, 2, 2, 96), {"softmax_scale": 0.3}),
+    "softcap_causal_gqa": ((2, 45, 61, 4, 2, 64), {"softcap": 3.0, "causal": True}),
+    "softcap_window": ((1, 57, 57, 6, 3, 32), {"softcap": 10.0, "window_size": (8, 8)}),
 }
 
 
-def sdpa(q, k, v, causal=False, window_size=(-1, -1), softmax_scale=None):
-    """SDPA on (batch, seqlen, heads, head_dim) tensors, GQA by repeating kv heads,
-    causal and windows aligned bottom-right through an explicit mask."""
+def standard_attention(q, k, v, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0):
+    """Standard attention in plain torch, in the inputs' dtype: materialises S and P.
+
+    (batch, seqlen, heads, head_dim) tensors; GQA by repeating kv heads; causal and
+    windows aligned bottom-right. Returns (o, lse); differentiable through autograd.
+    """
+    group = q.size(2) // k.size(2)
+    k, v = k.repeat_interleave(group, dim=2), v.repeat_interleave(group, dim=2)
+    scale = 1.0 / math.sqrt(q.size(-1)) if softmax_scale is None else softmax_scale
+    scores = torch.einsum("bihd,bjhd->bhij", q, k) * scale
+    if softcap > 0:
+        scores = softcap * torch.tanh(scores / softcap)
+    mask = torch.from_numpy(allowed_keys(q.size(1), k.size(1), causal, window_size)).to(q.device)
+    scores = scores.masked_fill(~mask, float("-inf"))
+    o = torch.einsum("bhij,bjhd->bihd", torch.softmax(scores, dim=-1), v)
+    return o, torch.logsumexp(scores, dim=-1)
+
+
+def same_precision_attention(q, k, v, softcap=0.0, **options):
+    """The rule's baseline: SDPA where it exists and can express the case, else standard_attention."""
+    if not HAS_SDPA or softcap > 0:
+        return standard_attention(q, k, v, softcap=softcap, **options)[0]
     group = q.size(2) // k.size(2)
     qt = q.transpose(1, 2)
     kt = k.repeat_interleave(group, dim=2).transpose(1, 2)
     vt = v.repeat_interleave(group, dim=2).transpose(1, 2)
-    seqlen_q, seqlen_k = q.size(1), k.size(1)
-    if tuple(window_size) == (-1, -1) and (not causal or seqlen_q == seqlen_k):
-        o = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal, scale=softmax_scale)
-    else:
+    causal, window_size = options.get("causal", False), tuple(options.get("window_size", (-1, -1)))
+    seqlen_q, seqlen_k, scale = q.size(1), k.size(1), options.get("softmax_scale")
+    if window_size == (-1, -1) and (not causal or seqlen_q == seqlen_k):
+        o = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal, scale=scale)
+    else:  # bottom-right alignment and windows through an explicit mask
         mask = torch.from_numpy(allowed_keys(seqlen_q, seqlen_k, causal, window_size)).to(q.device)
-        o = F.scaled_dot_product_attention(qt, kt, vt, attn_mask=mask, scale=softmax_scale)
+        o = F.scaled_dot_product_attention(qt, kt, vt, attn_mask=mask, scale=scale)
     return o.transpose(1, 2)
 
 
 def to_numpy(t):
     return t.detach().to(device="cpu", dtype=torch.float64).numpy()
+
+
+def has_half_matmul_on_cpu():
+    """torch 1.13 has no float16 matmul on the CPU, so no float16 baseline there."""
+    try:
+        torch.ones(2, 2, dtype=torch.float16) @ torch.ones(2, 2, dtype=torch.float16)
+        return True
+    except RuntimeError:
+        return False
 
 
 @unittest.skipIf(torch is None, "torch is not installed")
@@ -80,15 +119,16 @@ class TorchTestCase(support.SeededTestCase):
         o.backward(dout)
         return o, q.grad, k.grad, v.grad
 
-    def check_against_sdpa(self, case, q, k, v, options):
-        """o, dq, dk, dv of flashgen vs SDPA by FlashAttention's rule."""
+    def check_against_reference(self, case, q, k, v, options, attention=None):
+        """o, dq, dk, dv of flashgen vs the float64 reference, by FlashAttention's rule."""
+        attention = attention or flashgen.attention
         dout = self.randn(q.shape, q.dtype, q.device)
-        got = self.outputs_and_gradients(lambda q, k, v: flashgen.attention(q, k, v, **options), q, k, v, dout)
+        got = self.outputs_and_gradients(lambda q, k, v: attention(q, k, v, **options), q, k, v, dout)
         exact = self.outputs_and_gradients(
-            lambda q, k, v: sdpa(q, k, v, **options),
+            lambda q, k, v: standard_attention(q, k, v, **options)[0],
             *(t.detach().to("cpu", torch.float64) for t in (q, k, v, dout)),
         )
-        same = self.outputs_and_gradients(lambda q, k, v: sdpa(q, k, v, **options), q, k, v, dout)
+        same = self.outputs_and_gradients(lambda q, k, v: same_precision_attention(q, k, v, **options), q, k, v, dout)
         for name, g, e, s in zip(("o", "dq", "dk", "dv"), got, exact, same):
             self.assertEqual(g.dtype, q.dtype, f"{case} {name} dtype")
             self.assertEqual(tuple(g.shape), tuple(e.shape), f"{case} {name} shape")
@@ -99,11 +139,12 @@ class CpuTest(TorchTestCase):
     def run_cases(self, dtype):
         for case, (shape, options) in CASES.items():
             with self.subTest(case=case):
-                self.check_against_sdpa(case, *self.qkv(*shape, dtype=dtype), options)
+                self.check_against_reference(case, *self.qkv(*shape, dtype=dtype), options)
 
     def test_float32(self):
         self.run_cases(torch.float32)
 
+    @unittest.skipUnless(torch is not None and has_half_matmul_on_cpu(), "this torch has no float16 matmul on the CPU")
     def test_float16(self):
         self.run_cases(torch.float16)
 
@@ -113,30 +154,25 @@ class CpuTest(TorchTestCase):
     def test_strided_inputs(self):
         qkv = self.randn((2, 29, 3, 4, 32))  # a packed projection, as models produce it
         q, k, v = qkv.unbind(dim=2)
-        self.check_against_sdpa("packed_qkv", q, k, v, {"causal": True})
+        self.check_against_reference("packed_qkv", q, k, v, {"causal": True})
         q_bhsd = self.randn((2, 4, 29, 32)).transpose(1, 2)
-        self.check_against_sdpa("transposed_q", q_bhsd, k, v, {})
+        self.check_against_reference("transposed_q", q_bhsd, k, v, {})
 
     def test_lse_and_its_gradient(self):
         q, k, v = self.qkv(1, 23, 31, 4, 2, 16)
         w_o, w_lse = self.randn(q.shape), self.randn((1, 4, 23))
+        options = {"causal": True, "softcap": 4.0}
 
         def loss(o, lse):
             return (o * w_o).sum() + (lse * w_lse).sum()
 
         leaves = [t.clone().requires_grad_() for t in (q, k, v)]
-        o, lse = flashgen.attention(*leaves, causal=True, return_lse=True)
+        o, lse = flashgen.attention(*leaves, return_lse=True, **options)
         self.assertEqual((lse.dtype, tuple(lse.shape)), (torch.float32, (1, 4, 23)))
         loss(o, lse).backward()
 
         exact_leaves = [t.to(torch.float64).requires_grad_() for t in (q, k, v)]
-        eq, ek, ev = exact_leaves
-        ek, ev = ek.repeat_interleave(2, dim=2), ev.repeat_interleave(2, dim=2)
-        scores = torch.einsum("bihd,bjhd->bhij", eq, ek) / 4.0
-        mask = torch.from_numpy(allowed_keys(23, 31, True, (-1, -1)))
-        scores = scores.masked_fill(~mask, float("-inf"))
-        exact_lse = torch.logsumexp(scores, dim=-1)
-        exact_o = torch.einsum("bhij,bjhd->bihd", torch.softmax(scores, dim=-1), ev)
+        exact_o, exact_lse = standard_attention(*exact_leaves, **options)
         loss(exact_o, exact_lse).backward()
 
         self.assert_by_rule("lse", to_numpy(lse), to_numpy(exact_lse), to_numpy(exact_lse), "float32")
@@ -154,18 +190,37 @@ class CpuTest(TorchTestCase):
             self.assertTrue(torch.isfinite(t.grad).all(), self.where())
 
     def test_gradcheck_float32(self):
-        # The C API has no float64: finite differences in float32 with tolerances to match.
-        q, k, v = (t.requires_grad_() for t in self.qkv(1, 6, 7, 2, 1, 4))
+        # flashgen has no float64 (its C API takes fp32, fp16, bf16), so finite differences run
+        # in float32. Central differences with eps 3e-3 on outputs of size ~1: fp32 rounding
+        # (~1e-7) / (2 eps) gives ~2e-5 per numerical derivative, truncation eps^2 |f'''| ~1e-5.
+        # atol = rtol = 2e-3 leaves a 100x margin, while a wrong gradient (a missing term, a
+        # wrong mask or softcap slope) is off by 1e-1 or more.
+        cases = {
+            "causal_softcap_mqa": ((1, 6, 7, 2, 1, 4), {"causal": True, "softcap": 2.0}),
+            "window_gqa": ((1, 5, 7, 4, 2, 4), {"window_size": (2, 1), "softmax_scale": 0.7}),
+        }
+        for case, (shape, options) in cases.items():
+            with self.subTest(case=case):
+                q, k, v = (t.requires_grad_() for t in self.qkv(*shape))
 
-        def fn(q, k, v):
-            return flashgen.attention(q, k, v, causal=True, softcap=2.0, return_lse=True)
+                def fn(q, k, v):
+                    return flashgen.attention(q, k, v, return_lse=True, **options)
 
-        import warnings
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # gradcheck warns about non-float64 inputs
+                    self.assertTrue(torch.autograd.gradcheck(fn, (q, k, v), eps=3e-3, atol=2e-3, rtol=2e-3))
 
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # gradcheck warns about non-float64 inputs
-            self.assertTrue(torch.autograd.gradcheck(fn, (q, k, v), eps=3e-3, atol=2e-3, rtol=2e-3))
+    @unittest.skipUnless(torch is not None and torch_op.HAS_CUSTOM_OP, "torch < 2.4: no custom_op to compare with")
+    def test_autograd_function_matches_the_custom_op(self):
+        # Where torch has custom_op, the torch < 2.4 fallback (AttentionFunction) still runs here.
+        def fallback(q, k, v, causal, window_size, softcap):
+            return torch_op.AttentionFunction.apply(q, k, v, 0.0, causal, *window_size, softcap, False, False)[0]
 
+        q, k, v = self.qkv(2, 31, 44, 4, 2, 32)
+        options = {"causal": True, "window_size": (3, 0), "softcap": 5.0}
+        self.check_against_reference("autograd_function", q, k, v, options, attention=fallback)
+
+    @unittest.skipUnless(torch is not None and torch_op.HAS_CUSTOM_OP, "torch < 2.4 has no torch.library.opcheck")
     def test_opcheck(self):
         q, k, v = (t.requires_grad_() for t in self.qkv(1, 9, 11, 2, 1, 16))
         args = (q, k, v, 0.0, True, -1, -1, 0.0, False, True)
@@ -190,6 +245,7 @@ class CpuTest(TorchTestCase):
             flashgen.attention(q, k, v, softmax_scale=-1.0)
 
 
+@unittest.skipUnless(HAS_COMPILE, "torch.compile of flashgen needs torch >= 2.4 (custom_op)")
 class CompileTest(TorchTestCase):
     def check_compiled_matches_eager(self, dtype, device):
         q, k, v = self.qkv(2, 64, 64, 4, 2, 64, dtype, device)
@@ -222,7 +278,7 @@ class CudaTest(TorchTestCase):
     def run_cases(self, dtype):
         for case, (shape, options) in CASES.items():
             with self.subTest(case=case):
-                self.check_against_sdpa(case, *self.qkv(*shape, dtype=dtype, device="cuda"), options)
+                self.check_against_reference(case, *self.qkv(*shape, dtype=dtype, device="cuda"), options)
 
     def test_float16(self):
         self.run_cases(torch.float16)
@@ -233,7 +289,7 @@ class CudaTest(TorchTestCase):
     def test_packed_qkv(self):
         qkv = self.randn((2, 131, 3, 8, 128), torch.bfloat16, "cuda")
         q, k, v = qkv.unbind(dim=2)
-        self.check_against_sdpa("packed_qkv", q, k, v, {"causal": True})
+        self.check_against_reference("packed_qkv", q, k, v, {"causal": True})
 
     def test_runs_on_the_current_stream(self):
         q, k, v = self.qkv(2, 256, 256, 4, 4, 64, torch.bfloat16, "cuda")

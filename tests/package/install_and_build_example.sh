@@ -1,6 +1,7 @@
 #!/bin/sh
-# Installs the build into a staging prefix, then builds and runs examples/embed_cpp
-# against it as an outside project would (find_package), and checks flashgen.pc.
+# Installs the build into a staging prefix, then builds and runs examples/embed_cpp and
+# compiler_consumer/ (flashgen::compiler) against it as outside projects would
+# (find_package), and checks flashgen.pc.
 # Usage: install_and_build_example.sh CMAKE BUILD_DIR SOURCE_DIR SCRATCH_DIR GENERATOR [MAKE_PROGRAM]
 # Compilers and flags come from $CC, $CXX, $CFLAGS and $CXXFLAGS, as for any CMake project.
 set -eu
@@ -10,13 +11,20 @@ stage=$scratch/stage
 rm -rf "$scratch"
 "$cmake" --install "$build" --prefix "$stage"
 
-set -- -S "$source/examples/embed_cpp" -B "$scratch/example" -G "$generator" \
-  -DCMAKE_PREFIX_PATH="$stage" -DCMAKE_BUILD_TYPE=Release
-[ -n "$make_program" ] && set -- "$@" -DCMAKE_MAKE_PROGRAM="$make_program"
-"$cmake" "$@"
-"$cmake" --build "$scratch/example"
+# configure_and_build SOURCE BINARY: an outside CMake project that finds the staged package.
+configure_and_build() {
+  binary=$2
+  set -- -S "$1" -B "$binary" -G "$generator" -DCMAKE_PREFIX_PATH="$stage" -DCMAKE_BUILD_TYPE=Release
+  [ -n "$make_program" ] && set -- "$@" -DCMAKE_MAKE_PROGRAM="$make_program"
+  "$cmake" "$@"
+  "$cmake" --build "$binary"
+}
+
+configure_and_build "$source/examples/embed_cpp" "$scratch/example"
 "$scratch/example/embed_cpp"
 "$scratch/example/embed_cpp_static"
+configure_and_build "$source/tests/package/compiler_consumer" "$scratch/compiler_consumer"
+"$scratch/compiler_consumer/print_kernel_source"
 "$stage/bin/flashgen" --help >/dev/null
 
 if command -v pkg-config >/dev/null; then

@@ -1,5 +1,6 @@
 // `flashgen dump`: shows each stage of the pipeline for one kernel (or every kernel
-// of a forward+backward variant): spec -> CUDA source -> PTX -> cubin/SASS -> resources.
+// of a forward+backward variant): spec -> CUDA source -> PTX -> cubin/SASS -> resources,
+// and the variant's tile schedule as an SVG picture.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -13,10 +14,14 @@
 #include <iostream>
 #include <set>
 #include <sstream>
+#include <tuple>
+#include <utility>
 
 #include "compiler/codegen.h"
 #include "compiler/kernel_selection.h"
 #include "compiler/mlir_text.h"
+#include "compiler/schedule_svg.h"
+#include "compiler/tile_schedule.h"
 #include "runtime/environment.h"
 #include "runtime/kernel_json.h"
 #include "runtime/nvrtc_compiler.h"
@@ -39,6 +44,11 @@ constexpr const char* kStages = R"(Stages (what --emit selects):
   mlir       the kernels as MLIR `flash.kernel` ops (the dialect's text form; what
              flashgen-opt prints), one module for all the kernels dumped
   all        every stage above
+  schedule   an SVG of the tile schedule for --seqlen-q N (--seqlen-k M, default N):
+             which CTA computes which (Q tile, K/V tile) in which order, which tiles are
+             masked or skipped, where lse and D are written and read. Every kernel of
+             the variant unless --pass names one; --out FILE.svg, --out DIR or stdout.
+             Not part of `all`.
 
 --pass all dumps every kernel of the forward+backward variant: fwd, bwd_preprocess,
 bwd_dkdv and bwd_dq_convert (bwd_dq with --deterministic).
@@ -63,12 +73,28 @@ struct DumpOptions {
   std::vector<std::string> emit = {"source"};
   std::string out_dir;
   std::string mlir_file;  // dump FILE.mlir: the kernels of an MLIR file
+  bool pass_given = false;  // --pass on the command line (the schedule draws every pass otherwise)
+  // --emit schedule: the problem the tiles cover.
+  std::optional<int> seqlen_q, seqlen_k;
+  int heads_q = 1, heads_kv = 1;
 };
 
 template <typename T>
 T parsed(std::optional<T> value, const char* option, const std::string& got, const char* expected) {
   if (!value) throw Error(Status::invalid_argument, fmt::format("{}: got '{}', expected {}", option, got, expected));
   return *value;
+}
+
+// --window L,R; {-1, -1} without --window.
+std::pair<int, int> parse_window(const std::string& window) {
+  if (window.empty()) return {-1, -1};
+  int left = 0, right = 0;
+  char comma = 0, rest = 0;
+  std::istringstream in(window);
+  if (!(in >> left >> comma >> right) || comma != ',' || (in >> rest) || left < -1 || right < -1)
+    throw Error(Status::invalid_argument,
+                fmt::format("--window: got '{}', expected L,R with integers >= -1 (-1: unbounded)", window));
+  return {left, right};
 }
 
 // The code-changing options shared by every kernel of the variant.
@@ -80,12 +106,7 @@ KernelSpec base_spec(const DumpOptions& o) {
   s.causal = o.causal;
   s.deterministic = o.deterministic;
   if (!o.window.empty()) {
-    int left = 0, right = 0;
-    char comma = 0, rest = 0;
-    std::istringstream in(o.window);
-    if (!(in >> left >> comma >> right) || comma != ',' || (in >> rest) || left < -1 || right < -1)
-      throw Error(Status::invalid_argument,
-                  fmt::format("--window: got '{}', expected L,R with integers >= -1 (-1: unbounded)", o.window));
+    parse_window(o.window);
     s.window = true;  // the sizes are launch parameters; the kernel only knows a window exists
   }
   if (o.softcap) {
@@ -118,7 +139,10 @@ std::vector<KernelSpec> specs_to_dump(const DumpOptions& o) {
     p.window = base.window;
     p.softcap = base.softcap;
     p.deterministic = base.deterministic;
-    p.seqlen_q = p.seqlen_k = o.seqlen;
+    p.seqlen_q = o.seqlen_q ? *o.seqlen_q : o.seqlen;
+    p.seqlen_k = o.seqlen_k ? *o.seqlen_k : p.seqlen_q;
+    p.heads_q = o.heads_q;
+    p.heads_kv = o.heads_kv;
     std::vector<KernelSpec> specs = select_forward_kernels(p, base.arch);
     std::vector<KernelSpec> backward = select_backward_kernels(p, base.arch);
     if (!specs.empty() && !backward.empty()) {
@@ -236,15 +260,75 @@ std::optional<fs::path> find_flashgen_opt() {
   throw Error(Status::internal, fmt::format("cannot run {}: {}", args[0], std::strerror(errno)));
 }
 
+// --out FILE.svg: the schedule's file rather than a directory of stage files.
+bool out_is_svg_file(const DumpOptions& o) { return o.out_dir.size() > 4 && o.out_dir.ends_with(".svg"); }
+
+// The problem --emit schedule draws, from --seqlen-q/-k, --window and --heads-q/-kv.
+ScheduleShape schedule_shape(const DumpOptions& o) {
+  if (!o.seqlen_q)
+    throw Error(Status::invalid_argument,
+                "--seqlen-q: missing, expected the number of queries N >= 1 (--emit schedule draws an N x M problem)");
+  auto at_least_one = [](const char* option, int value, const char* what) {
+    if (value < 1)
+      throw Error(Status::invalid_argument, fmt::format("{}: got {}, expected {} >= 1", option, value, what));
+  };
+  ScheduleShape shape;
+  shape.seqlen_q = *o.seqlen_q;
+  shape.seqlen_k = o.seqlen_k ? *o.seqlen_k : *o.seqlen_q;
+  at_least_one("--seqlen-q", shape.seqlen_q, "the number of queries");
+  at_least_one("--seqlen-k", shape.seqlen_k, "the number of keys");
+  at_least_one("--heads-q", o.heads_q, "the number of query heads");
+  at_least_one("--heads-kv", o.heads_kv, "the number of K/V heads");
+  if (o.heads_q % o.heads_kv != 0)
+    throw Error(Status::invalid_argument, fmt::format("--heads-kv: got {}, expected a divisor of --heads-q {}",
+                                                      o.heads_kv, o.heads_q));
+  std::tie(shape.window_left, shape.window_right) = parse_window(o.window);
+  shape.group = o.heads_q / o.heads_kv;
+  return shape;
+}
+
+// --emit schedule: the SVG of every kernel of the variant (or of --pass), to --out or stdout.
+void write_schedule(const DumpOptions& o) {
+  const ScheduleShape shape = schedule_shape(o);
+  DumpOptions variant = o;
+  if (!o.pass_given) variant.pass = "all";
+  std::vector<PassSchedule> passes;
+  for (const KernelSpec& spec : specs_to_dump(variant)) {
+    spec.validate();
+    passes.push_back(schedule_pass(spec, shape));
+  }
+  const std::string svg = schedule_svg(passes, shape);
+  if (o.out_dir.empty()) {
+    std::cout << svg;
+    return;
+  }
+  const fs::path path = out_is_svg_file(o) ? fs::path(o.out_dir)
+                                           : fs::path(o.out_dir) / fmt::format("{}-schedule-q{}-k{}.svg",
+                                                                               passes.front().spec.uri(),
+                                                                               shape.seqlen_q, shape.seqlen_k);
+  std::ofstream out(path, std::ios::binary);
+  out << svg;
+  if (!out) throw Error(Status::invalid_argument, fmt::format("--out: cannot write {}", path.string()));
+  std::cerr << "wrote " << path.string() << "\n";
+}
+
 void run_dump(const DumpOptions& o) {
   if (!o.mlir_file.empty()) dump_mlir_file(o);
   std::set<std::string> stages(o.emit.begin(), o.emit.end());
+  const bool schedule = stages.erase("schedule") > 0;
   if (stages.count("all")) stages = {"source", "ptx", "sass", "resources", "mlir"};
-  if (!o.out_dir.empty()) {
+  if (out_is_svg_file(o) && (!schedule || !stages.empty()))
+    throw Error(Status::invalid_argument,
+                fmt::format("--out: got '{}', a .svg file, which only --emit schedule alone writes; give a "
+                            "directory for several stages",
+                            o.out_dir));
+  if (!o.out_dir.empty() && !out_is_svg_file(o)) {
     std::error_code ec;
     fs::create_directories(o.out_dir, ec);
     if (ec) throw Error(Status::invalid_argument, fmt::format("--out: cannot create {}: {}", o.out_dir, ec.message()));
   }
+  if (schedule) write_schedule(o);
+  if (stages.empty()) return;
   const bool compile = stages.count("ptx") || stages.count("sass") || stages.count("resources");
   const CompileOptions options = CompileOptions::from_environment(/*keep_ptx=*/stages.count("ptx") > 0);
 
@@ -280,10 +364,11 @@ void run_dump(const DumpOptions& o) {
 
 void register_dump(CLI::App& app) {
   auto options = std::make_shared<DumpOptions>();
-  auto* cmd = app.add_subcommand("dump", "show what flashgen generates for a kernel: source, PTX, SASS, resources");
+  auto* cmd = app.add_subcommand(
+      "dump", "show what flashgen generates for a kernel: source, PTX, SASS, resources, tile schedule");
   cmd->footer(kStages);
-  cmd->add_option("--pass", options->pass, "fwd, bwd_preprocess, bwd_dkdv, bwd_dq, bwd_dq_convert, or all")
-      ->capture_default_str();
+  auto* pass = cmd->add_option("--pass", options->pass, "fwd, bwd_preprocess, bwd_dkdv, bwd_dq, bwd_dq_convert, or all")
+                   ->capture_default_str();
   cmd->add_option("--head-dim", options->head_dim, "head dimension (32..256)")->capture_default_str();
   cmd->add_option("--dtype", options->dtype, "fp16 or bf16")->capture_default_str();
   cmd->add_option("--block-m", options->block_m, "query rows per tile (default: the spec's or the selection's)");
@@ -297,15 +382,26 @@ void register_dump(CLI::App& app) {
   cmd->add_option("--arch", options->arch, "sm_80, sm_86, sm_89, sm_90 or sm_90a")->capture_default_str();
   cmd->add_option("--seqlen", options->seqlen, "sequence length steering the tile selection of --pass all")
       ->capture_default_str();
-  cmd->add_option("--emit", options->emit, "stages to print: source, ptx, sass, resources, mlir, all (comma-separated)")
+  cmd->add_option("--emit", options->emit,
+                  "stages to print: source, ptx, sass, resources, mlir, all, schedule (comma-separated)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"source", "ptx", "sass", "resources", "mlir", "all"}))
+      ->check(CLI::IsMember({"source", "ptx", "sass", "resources", "mlir", "all", "schedule"}))
       ->capture_default_str();
+  cmd->add_option("--seqlen-q", options->seqlen_q, "--emit schedule: number of queries N (needed)");
+  cmd->add_option("--seqlen-k", options->seqlen_k, "--emit schedule: number of keys M (default: N)");
+  cmd->add_option("--heads-q", options->heads_q, "--emit schedule: query heads (with --heads-kv: the GQA group)")
+      ->capture_default_str();
+  cmd->add_option("--heads-kv", options->heads_kv, "--emit schedule: K/V heads")->capture_default_str();
   cmd->add_option("file", options->mlir_file,
                   "an MLIR file (.mlir): compile the kernels of its flash ops into --out (through flashgen-opt)")
       ->check(CLI::ExistingFile);
-  cmd->add_option("--out", options->out_dir, "write <uri>.cu/.ptx/.sass/.json/.log/.cubin here instead of stdout");
-  cmd->callback([options] { run_dump(*options); });
+  cmd->add_option("--out", options->out_dir,
+                  "write <uri>.cu/.ptx/.sass/.json/.log/.cubin here instead of stdout (--emit schedule: FILE.svg "
+                  "or a directory)");
+  cmd->callback([options, pass] {
+    options->pass_given = pass->count() > 0;
+    run_dump(*options);
+  });
 }
 
 }  // namespace flashgen::cli

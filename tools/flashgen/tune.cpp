@@ -1,18 +1,250 @@
-// `flashgen tune`: autotuning of tile sizes per GPU is not implemented yet; the
-// command says so and what the runtime uses instead, and fails so scripts notice.
-#include "flashgen/flashgen.hpp"
+// `flashgen tune`: autotunes tile sizes for this GPU ahead of time and prints each
+// winner with its margin over the heuristic default. The winners go to
+// <cache dir>/autotune.json, where every Runtime (policy cached and up) finds them.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "compiler/tuning_candidates.h"
+#include "runtime/autotune.h"
+#include "runtime/autotune_db.h"
+#include "runtime/autotune_gpu.h"
+#include "runtime/cuda_driver.h"
+#include "runtime/environment.h"
+#include "runtime/kernel_cache.h"
 #include "tools/flashgen/commands.h"
 
 namespace flashgen::cli {
+namespace {
+
+struct TuneOptions {
+  std::vector<int> head_dims = {64, 128};
+  std::vector<std::string> dtypes = {"bf16", "fp16"};
+  std::string causal = "both";
+  std::vector<std::string> seqlens = {"1k", "4k", "16k"};
+  std::vector<std::string> passes = {"fwd", "bwd"};
+  bool softcap = false;
+  bool window = false;
+  bool deterministic = false;
+  bool full = false;
+  bool list = false;
+  int device = 0;
+  std::string arch = "sm_90a";
+  std::string cache_dir;
+};
+
+long long parse_seqlen(const std::string& text) {
+  long long value = 0;
+  const char* end = text.data() + text.size();
+  auto [rest, err] = std::from_chars(text.data(), end, value);
+  long long scale = 1;
+  if (rest != end && (*rest == 'k' || *rest == 'K') && rest + 1 == end) scale = 1024, ++rest;
+  if (err != std::errc() || rest != end || value < 1)
+    throw Error(Status::invalid_argument,
+                fmt::format("--seqlens: got '{}', expected a positive length such as 512, 1k or 16k", text));
+  return value * scale;
+}
+
+std::vector<TuneShape> shapes_of(const TuneOptions& o) {
+  std::vector<bool> causal_values;
+  if (o.causal == "both" || o.causal == "off") causal_values.push_back(false);
+  if (o.causal == "both" || o.causal == "on") causal_values.push_back(true);
+  std::vector<TuneShape> out;
+  for (int d : o.head_dims)
+    for (const std::string& t : o.dtypes)
+      for (bool causal : causal_values)
+        for (const std::string& n : o.seqlens) {
+          TuneShape s;
+          s.head_dim = d;
+          const auto dtype = parse_dtype(t);
+          if (!dtype || *dtype == DType::f32)
+            throw Error(Status::invalid_argument, fmt::format("--dtypes: got '{}', expected bf16 or fp16", t));
+          s.dtype = *dtype;
+          s.seqlen_q = s.seqlen_k = parse_seqlen(n);
+          s.options.causal = causal;
+          if (o.window) s.options.window_left = static_cast<int>(s.seqlen_k / 8);
+          if (o.softcap) s.options.softcap = 30.0f;
+          s.options.deterministic = o.deterministic;
+          s.forward = std::find(o.passes.begin(), o.passes.end(), "fwd") != o.passes.end();
+          s.backward = std::find(o.passes.begin(), o.passes.end(), "bwd") != o.passes.end();
+          s.device = o.device;
+          out.push_back(s);
+        }
+  return out;
+}
+
+std::vector<TuningKey> keys_of(const std::vector<TuneShape>& shapes, Arch arch) {
+  std::vector<TuningKey> keys;
+  for (const TuneShape& s : shapes)
+    for (const TuningKey& k : tuning_keys(s, arch))
+      if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
+  return keys;
+}
+
+// The tiles of the kernels a pass varies ("m128n64 w8s2"; backward: dK/dV, and dQ when deterministic).
+std::string tiles(const Candidate& c) {
+  std::string out;
+  for (const KernelSpec& s : c)
+    if (s.pass == Pass::fwd || s.pass == Pass::bwd_dkdv || s.pass == Pass::bwd_dq)
+      out += fmt::format("{}{}m{}n{} w{}s{}", out.empty() ? "" : " + ", s.pass == Pass::bwd_dq ? "dq " : "",
+                         s.block_m, s.block_n, s.warps, s.stages);
+  return out;
+}
+
+std::string ms_text(double ms) { return std::isfinite(ms) ? fmt::format("{:.3f}", ms) : "failed"; }
+
+void list_candidates(const TuneOptions& o) {
+  const auto arch = parse_arch(o.arch);
+  if (!arch) throw Error(Status::invalid_argument, fmt::format("--arch: got '{}', expected sm_80..sm_90a", o.arch));
+  for (const TuningKey& k : keys_of(shapes_of(o), *arch)) {
+    const CandidateSet set = tuning_candidates(k);
+    fmt::print("{}  {} candidates  set {}\n", k.name(), set.candidates.size(), set.hash.substr(0, 16));
+    for (size_t i = 0; i < set.candidates.size(); ++i)
+      fmt::print("  {} {}\n", i == 0 ? "*" : " ", tiles(set.candidates[i]));
+  }
+}
+
+// A one-line bar redrawn on a terminal; log lines at milestones otherwise.
+class ProgressView {
+ public:
+  ProgressView() : tty_(::isatty(::fileno(stderr)) != 0) {}
+  ~ProgressView() { clear(); }
+
+  void operator()(const TuneProgress& p) {
+    const bool compiling = p.phase == TuneProgress::Phase::compiling;
+    const int done = compiling ? p.compiled : p.timed, total = compiling ? p.to_compile : p.to_time;
+    const std::string eta = p.eta_s >= 0 ? fmt::format("ETA {:.0f} s", p.eta_s) : "ETA ?";
+    if (p.phase == TuneProgress::Phase::done) {
+      clear();
+      return;
+    }
+    if (tty_) {
+      constexpr int kWidth = 30;
+      const int filled = total > 0 ? kWidth * done / total : 0;
+      fmt::print(stderr, "\r\033[K[{}{}] {} {}/{} {}, {}  {}", std::string(filled, '#'), std::string(kWidth - filled, '.'),
+                 compiling ? "compiled" : "timed", done, total, compiling ? "kernels" : "candidates", eta, p.current);
+      std::fflush(stderr);
+      drawn_ = true;
+      return;
+    }
+    // Plain: one line per tenth of a phase, and one per key timed.
+    const int tenth = total > 0 ? 10 * done / total : 10;
+    if (p.phase != last_phase_ || tenth != last_tenth_ || p.current != last_key_)
+      fmt::print(stderr, "flashgen tune: {} {}/{} {}, {:.1f} s, {}{}\n", compiling ? "compiled" : "timed", done, total,
+                 compiling ? "kernels" : "candidates", p.elapsed_s, eta, p.current.empty() ? "" : "  " + p.current);
+    last_phase_ = p.phase;
+    last_tenth_ = tenth;
+    last_key_ = p.current;
+  }
+
+  // Before a log line: the bar's line is cleared, then redrawn by the next update.
+  void clear() {
+    if (tty_ && drawn_) fmt::print(stderr, "\r\033[K");
+    drawn_ = false;
+  }
+
+ private:
+  bool tty_;
+  bool drawn_ = false;
+  TuneProgress::Phase last_phase_ = TuneProgress::Phase::done;
+  int last_tenth_ = -1;
+  std::string last_key_;
+};
+
+void print_table(const std::vector<TuneResult>& results) {
+  fmt::print("{:<40} {:<28} {:>10} {:>12} {:>8} {:>10}\n", "key", "winner (tiles)", "ms", "heuristic ms", "margin",
+             "candidates");
+  for (const TuneResult& r : results) {
+    const bool is_default = r.winner == r.heuristic;
+    std::string margin = "-";
+    if (std::isfinite(r.winner_ms) && std::isfinite(r.heuristic_ms) && r.winner_ms > 0)
+      margin = fmt::format("{:+.1f}%", 100.0 * (r.heuristic_ms / r.winner_ms - 1.0));
+    fmt::print("{:<40} {:<28} {:>10} {:>12} {:>8} {:>10}{}\n", r.key.name(),
+               is_default ? "= heuristic" : tiles(r.winner), ms_text(r.winner_ms), ms_text(r.heuristic_ms), margin,
+               r.failed ? fmt::format("{} ({} failed)", r.candidates, r.failed) : std::to_string(r.candidates),
+               r.cached ? "  cached" : "");
+  }
+}
+
+void run_tune(const TuneOptions& o) {
+  if (o.list) return list_candidates(o);
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<TuneShape> shapes = shapes_of(o);
+  ensure_context(o.device);
+  const DeviceProfile device = query_device_profile(o.device);
+  const std::vector<TuningKey> keys = keys_of(shapes, device.arch);
+
+  auto view = std::make_shared<ProgressView>();
+  const LogSink base = default_log_sink();
+  const LogSink log = [view, base](LogLevel level, const std::string& message) {
+    if (level < LogLevel::warning) return;  // the table says what the info lines would
+    view->clear();
+    base(level, message);
+  };
+  KernelCacheOptions cache_options;
+  cache_options.dir = o.cache_dir;
+  cache_options.log = log;
+  KernelCache cache(std::move(cache_options));
+  const auto ready = std::chrono::steady_clock::now();
+  TuningDb db(cache.dir(), log);
+  GpuCandidateTimer timer(cache, o.device);
+
+  TunerOptions options;
+  options.cache = &cache;
+  options.timer = timer.timer();
+  options.device = device.identity;
+  options.limits = device.limits;
+  options.log = log;
+  options.progress = [view](const TuneProgress& p) { (*view)(p); };
+  const std::vector<TuneResult> results = autotune(db, keys, o.full, options);
+  const auto end = std::chrono::steady_clock::now();
+  view->clear();
+
+  print_table(results);
+  const auto cached = static_cast<size_t>(
+      std::count_if(results.begin(), results.end(), [](const TuneResult& r) { return r.cached; }));
+  const double total_s = std::chrono::duration<double>(end - start).count();
+  const double tune_ms = std::chrono::duration<double, std::milli>(end - ready).count();
+  fmt::print("{} keys on {} ({} SMs): {} tuned, {} already persisted; winners in {}\n", results.size(),
+             device.identity.gpu_name, device.identity.sm_count, results.size() - cached, cached, db.path().string());
+  if (cached == results.size())
+    fmt::print("startup with the persisted winners: {:.1f} ms (reading the file, looking up {} keys); {:.2f} s in all\n",
+               tune_ms, results.size(), total_s);
+  else
+    fmt::print("tuning: {:.1f} s (compile + time); {:.1f} s in all with CUDA start-up\n", tune_ms / 1000, total_s);
+}
+
+}  // namespace
 
 void register_tune(CLI::App& app) {
-  auto* cmd = app.add_subcommand("tune", "autotune tile sizes for this GPU (not implemented yet)");
-  cmd->allow_extras();
-  cmd->callback([] {
-    throw Error(Status::unsupported,
-                "flashgen tune: autotuning is not implemented in this version; kernels use the heuristic "
-                "table in compiler/kernel_selection.cpp (see `flashgen dump --pass all --emit resources`)");
-  });
+  auto o = std::make_shared<TuneOptions>();
+  auto* cmd = app.add_subcommand("tune", "autotune tile sizes for this GPU and persist the winners");
+  cmd->add_option("--head-dims", o->head_dims, "head dimensions (comma-separated)")->delimiter(',')->capture_default_str();
+  cmd->add_option("--dtypes", o->dtypes, "bf16, fp16 (comma-separated)")->delimiter(',')->capture_default_str();
+  cmd->add_option("--causal", o->causal, "on, off or both")->check(CLI::IsMember({"on", "off", "both"}))->capture_default_str();
+  cmd->add_option("--seqlens", o->seqlens, "sequence lengths, e.g. 1k,4k,16k (each stands for its bucket)")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--passes", o->passes, "fwd, bwd (comma-separated)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"fwd", "bwd"}))
+      ->capture_default_str();
+  cmd->add_flag("--window", o->window, "tune the sliding-window kernels (window of seqlen/8 to the left)");
+  cmd->add_flag("--softcap", o->softcap, "tune the soft-capping kernels");
+  cmd->add_flag("--deterministic", o->deterministic, "tune the deterministic backward (separate dQ kernel)");
+  cmd->add_flag("--full", o->full, "retune keys that already have a persisted winner");
+  cmd->add_option("--device", o->device, "CUDA device ordinal")->capture_default_str();
+  cmd->add_option("--cache-dir", o->cache_dir, "kernel cache and autotune.json directory (default: FLASHGEN_CACHE_DIR)");
+  cmd->add_flag("--list-candidates", o->list, "print the candidate sets (for --arch) and exit; needs no GPU");
+  cmd->add_option("--arch", o->arch, "arch of --list-candidates")->capture_default_str();
+  cmd->callback([o] { run_tune(*o); });
 }
 
 }  // namespace flashgen::cli

@@ -452,6 +452,202 @@ __device__ __forceinline__ void zero(float (&acc)[kRows][kCols][4]) {
 
 }  // namespace flash
 
+// ---- wgmma_sm90.cuh ----
+// Hopper warpgroup matrix products (sm_90a): wgmma.mma_async m64nNk16 with fp32
+// accumulators, operands in shared memory (128-byte-swizzled tiles, described by a
+// 64-bit matrix descriptor) or, for A, in registers. A warpgroup (4 warps) computes a
+// 64 x N block; warp w of the group owns rows 16w..16w+15 and holds them in the same
+// C-fragment layout as mma.sync (float d[N/8][4]), so the softmax code is shared.
+namespace flash {
+
+// A (kRows x kCols) tile of 16-bit elements in the layout wgmma reads with 128-byte
+// swizzling: column blocks of 64 elements, each block kRows rows of 128 bytes, the
+// 16-byte chunk index XOR-ed with (row % 8). The tile must start 1024-byte aligned.
+// Same chunk()/elem() interface as SmemTile, so load_tile/store_tile work on it.
+template <int Rows, int Cols>
+struct WgmmaTile {
+  static_assert(Cols % 64 == 0 && Rows % 8 == 0, "wgmma tiles are 64-column blocks of 8-row atoms");
+  static constexpr int kRows = Rows;
+  static constexpr int kCols = Cols;
+  static constexpr int kChunks = Cols / 8;
+  static constexpr int kBlockBytes = Rows * 128;  // one 64-column block
+  static constexpr int kBytes = Rows * Cols * 2;
+
+  static __device__ __forceinline__ u32 chunk(int row, int c) {
+    return static_cast<u32>((c >> 3) * kBlockBytes + row * 128 + (((c & 7) ^ (row & 7)) << 4));
+  }
+  static __device__ __forceinline__ u32 elem(int row, int col) { return chunk(row, col >> 3) + (col & 7) * 2; }
+};
+
+// Matrix descriptor (PTX ISA, "matrix descriptor format"): start address, leading and
+// stride byte offsets (all >> 4), 128-byte swizzle mode.
+__device__ __forceinline__ unsigned long long wgmma_desc(u32 addr, u32 leading_bytes, u32 stride_bytes) {
+  return static_cast<unsigned long long>((addr & 0x3FFFF) >> 4) |
+         (static_cast<unsigned long long>(leading_bytes >> 4) << 16) |
+         (static_cast<unsigned long long>(stride_bytes >> 4) << 32) | (1ull << 62);
+}
+
+// K-major operand (rows = M or N, contiguous k): the 16 k-columns k0..k0+15 of rows row0...
+// Inside a 64-column block a k-step moves the start by 32 bytes; 8-row atoms are 1024 bytes apart.
+template <class Tile>
+__device__ __forceinline__ unsigned long long desc_k_major(u32 tile, int row0, int k0) {
+  return wgmma_desc(tile + (k0 >> 6) * Tile::kBlockBytes + row0 * 128 + ((k0 & 63) << 1), 16, 1024);
+}
+
+// MN-major B operand (rows = k, contiguous n; V for P.V): k rows k0..k0+15, every n.
+// Leading offset: from one 64-column block to the next; stride: from 8 k-rows to the next 8.
+template <class Tile>
+__device__ __forceinline__ unsigned long long desc_mn_major(u32 tile, int k0) {
+  return wgmma_desc(tile + k0 * 128, Tile::kBlockBytes, 1024);
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int kPending>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+}
+// Makes this thread's generic-proxy writes to shared memory (st.shared, cp.async) visible
+// to the async proxy that wgmma reads operands through; a barrier must follow.
+__device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+template <int N>
+struct Wgmma;
+
+template <>
+struct Wgmma<32> {
+  // d (+)= A.B (accumulate = 0 overwrites d), A and B from shared memory; kTransA / kTransB:
+  // A / B is MN-major.
+  template <bool kTransA, bool kTransB>
+  static __device__ __forceinline__ void ss(float (&d)[4][4], unsigned long long a, unsigned long long b, int accumulate) {
+    if constexpr (kIsBf16)
+      asm volatile("{ .reg .pred p; setp.ne.b32 p, %18, 0;\n"
+                   "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, %19, %20; }\n"
+                   : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
+                   : "l"(a), "l"(b), "r"(accumulate), "n"(kTransA ? 1 : 0), "n"(kTransB ? 1 : 0));
+    else
+      asm volatile("{ .reg .pred p; setp.ne.b32 p, %18, 0;\n"
+                   "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, %19, %20; }\n"
+                   : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
+                   : "l"(a), "l"(b), "r"(accumulate), "n"(kTransA ? 1 : 0), "n"(kTransB ? 1 : 0));
+  }
+  // d += A.B with A (this warp's 16 rows x 16 k) in registers, in the mma.sync A-fragment layout.
+  template <bool kTransB>
+  static __device__ __forceinline__ void rs(float (&d)[4][4], const u32 (&a)[4], unsigned long long b) {
+    if constexpr (kIsBf16)
+      asm volatile("{ .reg .pred p; setp.ne.b32 p, %21, 0;\n"
+                   "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, {%16, %17, %18, %19}, %20, p, 1, 1, %22; }\n"
+                   : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
+                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1), "n"(kTransB ? 1 : 0));
+    else
+      asm volatile("{ .reg .pred p; setp.ne.b32 p, %21, 0;\n"
+                   "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, {%16, %17, %18, %19}, %20, p, 1, 1, %22; }\n"
+                   : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
+                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1), "n"(kTransB ? 1 : 0));
+  }
+};
+
+template <>
+struct Wgmma<64> {
+  // d (+)= A.B (accumulate = 0 overwrites d), A and B from shared memory; kTransA / kTransB:
+  // A / B is MN-major.
+  template <bool kTransA, bool kTransB>
+  static __device__ __forceinline__ void ss(float (&d)[8][4], unsigned long long a, unsigned long long b, int accumulate) {
+    if constexpr (kIsBf16)
+      asm volatile("{ .reg .pred p; setp.ne.b32 p, %34, 0;\n"
+                   "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, %35, %36; }\n"
+                   : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+                   : "l"(a), "l"(b), "r"(accumulate), "n"(kTransA ? 1 : 0), "n"(kTransB ? 1 : 0));
+    else
+      asm volatile("{ .reg .pred p; setp.ne.b32 p, %34, 0;\n"
+                   "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, %35, %36; }\n"
+                   : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+                   : "l"(a), "l"(b), "r"(accumulate), "n"(kTransA ? 1 : 0), "n"(kTransB ? 1 : 0));
+  }
+  // d += A.B with A (this warp's 16 rows x 16 k) in registers, in the mma.sync A-fragment layout.
+  template <bool kTransB>
+  static __device__ __forceinline__ void rs(float (&d)[8][4], const u32 (&a)[4], unsigned long long b) {
+    if constexpr (kIsBf16)
+      asm volatile("{ .reg .pred p; setp.ne.b32 p, %37, 0;\n"
+                   "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, %38; }\n"
+                   : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1), "n"(kTransB ? 1 : 0));
+    else
+      asm volatile("{ .reg .pred p; setp.ne.b32 p, %37, 0;\n"
+                   "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, %38; }\n"
+                   : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1), "n"(kTransB ? 1 : 0));
+  }
+};
+
+template <>
+struct Wgmma<128> {
+  // d (+)= A.B (accumulate = 0 overwrites d), A and B from shared memory; kTransA / kTransB:
+  // A / B is MN-major.
+  template <bool kTransA, bool kTransB>
+  static __device__ __forceinline__ void ss(float (&d)[16][4], unsigned long long a, unsigned long long b, int accumulate) {
+    if constexpr (kIsBf16)
+      asm volatile("{ .reg .pred p; setp.ne.b32 p, %66, 0;\n"
+                   "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, %67, %68; }\n"
+                   : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+                   : "l"(a), "l"(b), "r"(accumulate), "n"(kTransA ? 1 : 0), "n"(kTransB ? 1 : 0));
+    else
+      asm volatile("{ .reg .pred p; setp.ne.b32 p, %66, 0;\n"
+                   "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, %67, %68; }\n"
+                   : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+                   : "l"(a), "l"(b), "r"(accumulate), "n"(kTransA ? 1 : 0), "n"(kTransB ? 1 : 0));
+  }
+  // d += A.B with A (this warp's 16 rows x 16 k) in registers, in the mma.sync A-fragment layout.
+  template <bool kTransB>
+  static __device__ __forceinline__ void rs(float (&d)[16][4], const u32 (&a)[4], unsigned long long b) {
+    if constexpr (kIsBf16)
+      asm volatile("{ .reg .pred p; setp.ne.b32 p, %69, 0;\n"
+                   "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, %70; }\n"
+                   : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1), "n"(kTransB ? 1 : 0));
+    else
+      asm volatile("{ .reg .pred p; setp.ne.b32 p, %69, 0;\n"
+                   "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, %70; }\n"
+                   : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1), "n"(kTransB ? 1 : 0));
+  }
+};
+
+template <>
+struct Wgmma<256> {
+  // d (+)= A.B (accumulate = 0 overwrites d), A and B from shared memory; kTransA / kTransB:
+  // A / B is MN-major.
+  template <bool kTransA, bool kTransB>
+  static __device__ __forceinline__ void ss(float (&d)[32][4], unsigned long long a, unsigned long long b, int accumulate) {
+    if constexpr (kIsBf16)
+      asm volatile("{ .reg .pred p; setp.ne.b32 p, %130, 0;\n"
+                   "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1, %131, %132; }\n"
+                   : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3]), "+f"(d[16][0]), "+f"(d[16][1]), "+f"(d[16][2]), "+f"(d[16][3]), "+f"(d[17][0]), "+f"(d[17][1]), "+f"(d[17][2]), "+f"(d[17][3]), "+f"(d[18][0]), "+f"(d[18][1]), "+f"(d[18][2]), "+f"(d[18][3]), "+f"(d[19][0]), "+f"(d[19][1]), "+f"(d[19][2]), "+f"(d[19][3]), "+f"(d[20][0]), "+f"(d[20][1]), "+f"(d[20][2]), "+f"(d[20][3]), "+f"(d[21][0]), "+f"(d[21][1]), "+f"(d[21][2]), "+f"(d[21][3]), "+f"(d[22][0]), "+f"(d[22][1]), "+f"(d[22][2]), "+f"(d[22][3]), "+f"(d[23][0]), "+f"(d[23][1]), "+f"(d[23][2]), "+f"(d[23][3]), "+f"(d[24][0]), "+f"(d[24][1]), "+f"(d[24][2]), "+f"(d[24][3]), "+f"(d[25][0]), "+f"(d[25][1]), "+f"(d[25][2]), "+f"(d[25][3]), "+f"(d[26][0]), "+f"(d[26][1]), "+f"(d[26][2]), "+f"(d[26][3]), "+f"(d[27][0]), "+f"(d[27][1]), "+f"(d[27][2]), "+f"(d[27][3]), "+f"(d[28][0]), "+f"(d[28][1]), "+f"(d[28][2]), "+f"(d[28][3]), "+f"(d[29][0]), "+f"(d[29][1]), "+f"(d[29][2]), "+f"(d[29][3]), "+f"(d[30][0]), "+f"(d[30][1]), "+f"(d[30][2]), "+f"(d[30][3]), "+f"(d[31][0]), "+f"(d[31][1]), "+f"(d[31][2]), "+f"(d[31][3])
+                   : "l"(a), "l"(b), "r"(accumulate), "n"(kTransA ? 1 : 0), "n"(kTransB ? 1 : 0));
+    else
+      asm volatile("{ .reg .pred p; setp.ne.b32 p, %130, 0;\n"
+                   "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1, %131, %132; }\n"
+                   : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3]), "+f"(d[16][0]), "+f"(d[16][1]), "+f"(d[16][2]), "+f"(d[16][3]), "+f"(d[17][0]), "+f"(d[17][1]), "+f"(d[17][2]), "+f"(d[17][3]), "+f"(d[18][0]), "+f"(d[18][1]), "+f"(d[18][2]), "+f"(d[18][3]), "+f"(d[19][0]), "+f"(d[19][1]), "+f"(d[19][2]), "+f"(d[19][3]), "+f"(d[20][0]), "+f"(d[20][1]), "+f"(d[20][2]), "+f"(d[20][3]), "+f"(d[21][0]), "+f"(d[21][1]), "+f"(d[21][2]), "+f"(d[21][3]), "+f"(d[22][0]), "+f"(d[22][1]), "+f"(d[22][2]), "+f"(d[22][3]), "+f"(d[23][0]), "+f"(d[23][1]), "+f"(d[23][2]), "+f"(d[23][3]), "+f"(d[24][0]), "+f"(d[24][1]), "+f"(d[24][2]), "+f"(d[24][3]), "+f"(d[25][0]), "+f"(d[25][1]), "+f"(d[25][2]), "+f"(d[25][3]), "+f"(d[26][0]), "+f"(d[26][1]), "+f"(d[26][2]), "+f"(d[26][3]), "+f"(d[27][0]), "+f"(d[27][1]), "+f"(d[27][2]), "+f"(d[27][3]), "+f"(d[28][0]), "+f"(d[28][1]), "+f"(d[28][2]), "+f"(d[28][3]), "+f"(d[29][0]), "+f"(d[29][1]), "+f"(d[29][2]), "+f"(d[29][3]), "+f"(d[30][0]), "+f"(d[30][1]), "+f"(d[30][2]), "+f"(d[30][3]), "+f"(d[31][0]), "+f"(d[31][1]), "+f"(d[31][2]), "+f"(d[31][3])
+                   : "l"(a), "l"(b), "r"(accumulate), "n"(kTransA ? 1 : 0), "n"(kTransB ? 1 : 0));
+  }
+  // d += A.B with A (this warp's 16 rows x 16 k) in registers, in the mma.sync A-fragment layout.
+  template <bool kTransB>
+  static __device__ __forceinline__ void rs(float (&d)[32][4], const u32 (&a)[4], unsigned long long b) {
+    if constexpr (kIsBf16)
+      asm volatile("{ .reg .pred p; setp.ne.b32 p, %133, 0;\n"
+                   "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, {%128, %129, %130, %131}, %132, p, 1, 1, %134; }\n"
+                   : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3]), "+f"(d[16][0]), "+f"(d[16][1]), "+f"(d[16][2]), "+f"(d[16][3]), "+f"(d[17][0]), "+f"(d[17][1]), "+f"(d[17][2]), "+f"(d[17][3]), "+f"(d[18][0]), "+f"(d[18][1]), "+f"(d[18][2]), "+f"(d[18][3]), "+f"(d[19][0]), "+f"(d[19][1]), "+f"(d[19][2]), "+f"(d[19][3]), "+f"(d[20][0]), "+f"(d[20][1]), "+f"(d[20][2]), "+f"(d[20][3]), "+f"(d[21][0]), "+f"(d[21][1]), "+f"(d[21][2]), "+f"(d[21][3]), "+f"(d[22][0]), "+f"(d[22][1]), "+f"(d[22][2]), "+f"(d[22][3]), "+f"(d[23][0]), "+f"(d[23][1]), "+f"(d[23][2]), "+f"(d[23][3]), "+f"(d[24][0]), "+f"(d[24][1]), "+f"(d[24][2]), "+f"(d[24][3]), "+f"(d[25][0]), "+f"(d[25][1]), "+f"(d[25][2]), "+f"(d[25][3]), "+f"(d[26][0]), "+f"(d[26][1]), "+f"(d[26][2]), "+f"(d[26][3]), "+f"(d[27][0]), "+f"(d[27][1]), "+f"(d[27][2]), "+f"(d[27][3]), "+f"(d[28][0]), "+f"(d[28][1]), "+f"(d[28][2]), "+f"(d[28][3]), "+f"(d[29][0]), "+f"(d[29][1]), "+f"(d[29][2]), "+f"(d[29][3]), "+f"(d[30][0]), "+f"(d[30][1]), "+f"(d[30][2]), "+f"(d[30][3]), "+f"(d[31][0]), "+f"(d[31][1]), "+f"(d[31][2]), "+f"(d[31][3])
+                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1), "n"(kTransB ? 1 : 0));
+    else
+      asm volatile("{ .reg .pred p; setp.ne.b32 p, %133, 0;\n"
+                   "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, {%128, %129, %130, %131}, %132, p, 1, 1, %134; }\n"
+                   : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3]), "+f"(d[16][0]), "+f"(d[16][1]), "+f"(d[16][2]), "+f"(d[16][3]), "+f"(d[17][0]), "+f"(d[17][1]), "+f"(d[17][2]), "+f"(d[17][3]), "+f"(d[18][0]), "+f"(d[18][1]), "+f"(d[18][2]), "+f"(d[18][3]), "+f"(d[19][0]), "+f"(d[19][1]), "+f"(d[19][2]), "+f"(d[19][3]), "+f"(d[20][0]), "+f"(d[20][1]), "+f"(d[20][2]), "+f"(d[20][3]), "+f"(d[21][0]), "+f"(d[21][1]), "+f"(d[21][2]), "+f"(d[21][3]), "+f"(d[22][0]), "+f"(d[22][1]), "+f"(d[22][2]), "+f"(d[22][3]), "+f"(d[23][0]), "+f"(d[23][1]), "+f"(d[23][2]), "+f"(d[23][3]), "+f"(d[24][0]), "+f"(d[24][1]), "+f"(d[24][2]), "+f"(d[24][3]), "+f"(d[25][0]), "+f"(d[25][1]), "+f"(d[25][2]), "+f"(d[25][3]), "+f"(d[26][0]), "+f"(d[26][1]), "+f"(d[26][2]), "+f"(d[26][3]), "+f"(d[27][0]), "+f"(d[27][1]), "+f"(d[27][2]), "+f"(d[27][3]), "+f"(d[28][0]), "+f"(d[28][1]), "+f"(d[28][2]), "+f"(d[28][3]), "+f"(d[29][0]), "+f"(d[29][1]), "+f"(d[29][2]), "+f"(d[29][3]), "+f"(d[30][0]), "+f"(d[30][1]), "+f"(d[30][2]), "+f"(d[30][3]), "+f"(d[31][0]), "+f"(d[31][1]), "+f"(d[31][2]), "+f"(d[31][3])
+                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1), "n"(kTransB ? 1 : 0));
+  }
+};
+
+}  // namespace flash
+
 // ---- softmax.cuh ----
 // Score-level ops: which (query, key) pairs are visible (bounds, causal, sliding
 // window; bottom-right aligned), tile ranges that skip invisible tiles, soft-capping,
@@ -654,16 +850,63 @@ struct SoftmaxLedger {
 //   dK += dS^T.Q, and (unless deterministic) dQ_accum += dS.K with fp32 atomics.
 // dK (times softmax_scale) and dV are written once, summed over the group: no atomics.
 // Warps split the keys (16-row slices) and, when there are more warps than slices,
-// the head dim of the dK/dV accumulators.
+// the head dim of the dK/dV accumulators. With kWgmma (sm_90a) every product is a
+// wgmma: two warpgroups own 64 keys each, Q/dO/K/V/dS^T are read from shared memory.
 namespace flash {
 
 struct BwdDkdvLayout {
-  using KV = SmemTile<kBlockN, kHeadDimPadded>;
-  using Q = SmemTile<kBlockM, kHeadDimPadded>;  // Q and dO
-  using DS = SmemTile<kBlockN, kBlockM>;        // dS^T, for the dQ product
-  static constexpr int kStageBytes = 2 * Q::kBytes + 2 * kBlockM * 4;  // Q, dO, lse*log2e, D
+  template <int R, int C>
+  using Tile = typename Select<kWgmma, WgmmaTile<R, C>, SmemTile<R, C>>::type;
+  using KV = Tile<kBlockN, kHeadDimPadded>;
+  using Q = Tile<kBlockM, kHeadDimPadded>;  // Q and dO
+  using DS = Tile<kBlockN, kBlockM>;        // dS^T, for the dQ product
+  // Q, dO, lse*log2e, D; wgmma tiles start 1024-byte aligned.
+  static constexpr int kAlign = kWgmma ? 1024 : 16;
+  static constexpr int kStageBytes = (2 * Q::kBytes + 2 * kBlockM * 4 + kAlign - 1) / kAlign * kAlign;
   static constexpr int kBytes = 2 * KV::kBytes + kStages * kStageBytes + (kDeterministic ? 0 : DS::kBytes);
 };
+
+// sm_90a products of one warpgroup (its 64 keys from key_row0). S^T = K.Q^T and
+// dP^T = V.dO^T, both operands K-major, issued as one group.
+template <int kMT>
+__device__ __forceinline__ void wgmma_scores_t(float (&s)[kMT][4], float (&dp)[kMT][4], u32 s_k, u32 s_v, int key_row0,
+                                               u32 s_q, u32 s_do) {
+  using L = BwdDkdvLayout;
+  wgmma_fence();
+#pragma unroll
+  for (int k = 0; k < kHeadDimPadded; k += 16)
+    Wgmma<kBlockM>::template ss<false, false>(s, desc_k_major<L::KV>(s_k, key_row0, k), desc_k_major<L::Q>(s_q, 0, k),
+                                              k > 0);
+#pragma unroll
+  for (int k = 0; k < kHeadDimPadded; k += 16)
+    Wgmma<kBlockM>::template ss<false, false>(dp, desc_k_major<L::KV>(s_v, key_row0, k), desc_k_major<L::Q>(s_do, 0, k),
+                                              k > 0);
+  wgmma_commit();
+}
+
+// acc += X^T.B with X^T (this warp's keys x the tile's queries) in registers and B (Q or
+// dO, [query][d]) MN-major in shared memory. Issued, not waited for.
+template <int kMT, int kDT>
+__device__ __forceinline__ void wgmma_regs_t(float (&acc)[kDT][4], const u32 (&a)[kMT / 2][4], u32 s_b) {
+  using L = BwdDkdvLayout;
+#pragma unroll
+  for (int kk = 0; kk < kMT / 2; ++kk)
+    Wgmma<kHeadDimPadded>::template rs<true>(acc, a[kk], desc_mn_major<L::Q>(s_b, 16 * kk));
+}
+
+// dQ (the tile's 64 queries x kN head-dim columns from col0) = dS.K, with dS^T and K
+// both stored [key][.]: MN-major A and B. Issued, not waited for.
+template <int kN>
+__device__ __forceinline__ void wgmma_dq(float (&acc)[kN / 8][4], u32 s_ds, u32 s_k, int col0) {
+  using L = BwdDkdvLayout;
+  const u32 s_k_cols = s_k + (col0 / 64) * L::KV::kBlockBytes + (col0 % 64) * 2;
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < kBlockN / 16; ++kk)
+    Wgmma<kN>::template ss<true, true>(acc, desc_mn_major<L::DS>(s_ds, 16 * kk), desc_mn_major<L::KV>(s_k_cols, 16 * kk),
+                                       kk > 0);
+  wgmma_commit();
+}
 
 __device__ __forceinline__ void bwd_dkdv_kernel(const FlashAttentionParams& p) {
   using L = BwdDkdvLayout;
@@ -742,6 +985,7 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const FlashAttentionParams& p) {
     if (t + kStages - 1 < total) load_stage(t + kStages - 1, (t + kStages - 1) % kStages);
     cp_async_commit();
     cp_async_wait<kStages - 1>();
+    if constexpr (kWgmma) fence_async_shared();
     __syncthreads();
 
     const int h = h_kv * group + t / tiles_per_head;
@@ -751,9 +995,14 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const FlashAttentionParams& p) {
     const u32 s_lse = s_do + L::Q::kBytes;
     const u32 s_dsum = s_lse + 4 * kBlockM;
 
-    float s[kRT][kMT][4];
-    zero(s);
-    mma_rows_nk<kRT, kMT, kHeadDimPadded, L::KV, L::Q>(s, s_k, warp_row0, s_q, 0, lane);
+    float s[kRT][kMT][4], dp[kRT][kMT][4];
+    if constexpr (kWgmma) {
+      wgmma_scores_t(s[0], dp[0], s_k, s_v, warp_row0 & ~63, s_q, s_do);
+      wgmma_wait<0>();
+    } else {
+      zero(s);
+      mma_rows_nk<kRT, kMT, kHeadDimPadded, L::KV, L::Q>(s, s_k, warp_row0, s_q, 0, lane);
+    }
     float dtanh[kRT][kMT][4];  // unused (and optimised away) without softcap
     if constexpr (kSoftcap) softcap_scores_and_slope(s, dtanh, softcap_pre, p.softcap);
     if (!vis.tile_visible(m0, min(m0 + kBlockM, p.seqlen_q), n0, n0 + kBlockN))
@@ -768,10 +1017,15 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const FlashAttentionParams& p) {
           s[mt][nt][e] = exp2_fast(fmaf(s[mt][nt][e], p.scale_log2, -ld_shared_f32(s_lse + 4 * col)));
         }
 
-    float dp[kRT][kMT][4];
-    zero(dp);
-    mma_rows_nk<kRT, kMT, kHeadDimPadded, L::KV, L::Q>(dp, s_v, warp_row0, s_do, 0, lane);
-    mma_regs_kn<kRT, kMT, kDT, L::Q>(acc_dv, s, s_do, d0, lane);
+    u32 a_p[kMT / 2][4];  // P^T as the A operand of the wgmma dV product
+    if constexpr (kWgmma) {
+#pragma unroll
+      for (int kk = 0; kk < kMT / 2; ++kk) c_to_a<kMT>(a_p[kk], s[0], kk);
+    } else {
+      zero(dp);
+      mma_rows_nk<kRT, kMT, kHeadDimPadded, L::KV, L::Q>(dp, s_v, warp_row0, s_do, 0, lane);
+      mma_regs_kn<kRT, kMT, kDT, L::Q>(acc_dv, s, s_do, d0, lane);
+    }
 #pragma unroll
     for (int mt = 0; mt < kRT; ++mt)
 #pragma unroll
@@ -783,12 +1037,32 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const FlashAttentionParams& p) {
           if constexpr (kSoftcap) ds *= dtanh[mt][nt][e];
           dp[mt][nt][e] = ds;
         }
-    mma_regs_kn<kRT, kMT, kDT, L::Q>(acc_dk, dp, s_q, d0, lane);
+    if constexpr (kWgmma) {
+      u32 a_ds[kMT / 2][4];
+#pragma unroll
+      for (int kk = 0; kk < kMT / 2; ++kk) c_to_a<kMT>(a_ds[kk], dp[0], kk);
+      if constexpr (!kDeterministic) {  // dS^T -> shared memory for the dQ product, from the packed fragments
+        const int g = lane >> 2, tq = lane & 3;
+#pragma unroll
+        for (int kk = 0; kk < kMT / 2; ++kk)
+#pragma unroll
+          for (int r = 0; r < 4; ++r)
+            st_shared_u32(s_ds + L::DS::elem(warp_row0 + g + 8 * (r & 1), 16 * kk + 8 * (r >> 1) + 2 * tq), a_ds[kk][r]);
+      }
+      wgmma_fence();
+      wgmma_regs_t<kMT>(acc_dv[0], a_p, s_do);
+      wgmma_regs_t<kMT>(acc_dk[0], a_ds, s_q);
+      wgmma_commit();
+      // Frees the P^T and dS^T fragments before the dQ accumulators go live.
+      if constexpr (!kDeterministic) wgmma_wait<0>();
+    } else {
+      mma_regs_kn<kRT, kMT, kDT, L::Q>(acc_dk, dp, s_q, d0, lane);
+    }
 
     if constexpr (!kDeterministic) {
       // dS^T -> shared memory (one copy: the warps of the first head-dim slice), then
       // dQ_accum[m0.., :] += dS.K, each warp a block of rows x head-dim columns.
-      if (warp_d == 0) {
+      if (!kWgmma && warp_d == 0) {
         const int g = lane >> 2, tq = lane & 3;
 #pragma unroll
         for (int mt = 0; mt < kRT; ++mt)
@@ -799,17 +1073,26 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const FlashAttentionParams& p) {
               st_shared_u32(s_ds + L::DS::elem(warp_row0 + 16 * mt + g + 8 * hh, 8 * nt + 2 * tq),
                             pack2(dp[mt][nt][2 * hh], dp[mt][nt][2 * hh + 1]));
       }
+      if constexpr (kWgmma) fence_async_shared();
       __syncthreads();
       const int dq_row0 = (warp % kDqWarpsM) * 16 * kDqRT;
       const int dq_d0 = (warp / kDqWarpsM) * (kHeadDimPadded / kDqWarpsD);
       float acc_dq[kDqRT][kDqDT][4];
-      zero(acc_dq);
+      if constexpr (kWgmma) {
+        // dQ (64 queries x this warpgroup's head-dim columns) = dS.K: dS^T and K are both
+        // stored [key][.], i.e. MN-major for A and B.
+        if (warp / 4 < kDqWarpsD)
+          wgmma_dq<kDqDT * 8>(acc_dq[0], s_ds, s_k, dq_d0);
+        wgmma_wait<0>();
+      } else {
+        zero(acc_dq);
 #pragma unroll
-      for (int kk = 0; kk < kBlockN / 16; ++kk) {
-        u32 a_ds[kDqRT][1][4];
+        for (int kk = 0; kk < kBlockN / 16; ++kk) {
+          u32 a_ds[kDqRT][1][4];
 #pragma unroll
-        for (int mt = 0; mt < kDqRT; ++mt) load_a_trans<L::DS>(a_ds[mt][0], s_ds, dq_row0 + 16 * mt, 16 * kk, lane);
-        mma_frags_kn<kDqRT, 1, kDqDT, L::KV>(acc_dq, a_ds, s_k, 16 * kk, dq_d0, lane);
+          for (int mt = 0; mt < kDqRT; ++mt) load_a_trans<L::DS>(a_ds[mt][0], s_ds, dq_row0 + 16 * mt, 16 * kk, lane);
+          mma_frags_kn<kDqRT, 1, kDqDT, L::KV>(acc_dq, a_ds, s_k, 16 * kk, dq_d0, lane);
+        }
       }
       float* dq_acc = p.dq_accum + ((static_cast<i64>(b) * p.heads_q + h) * p.seqlen_q_rounded + m0) * kHeadDimPadded;
       const int g = lane >> 2, tq = lane & 3;
@@ -824,6 +1107,7 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const FlashAttentionParams& p) {
             atomicAdd(dq_acc + row * kHeadDimPadded + col, acc_dq[mt][dt][e]);
           }
     }
+    if constexpr (kWgmma) wgmma_wait<0>();  // the products read the stage until they complete
     __syncthreads();  // the stage (and dS^T) is refilled by the next iteration
   }
   cp_async_wait<0>();  // the K/V copy is still in flight when no query sees these keys

@@ -1,0 +1,82 @@
+// The autotuner: for each tuning key, compiles its candidate set in parallel (through the
+// kernel cache, so candidates land in the disk cache too), times every candidate, and
+// persists the fastest in the tuning file (runtime/autotune_db.h). A candidate that fails
+// to compile or run counts as infinitely slow, is logged, and tuning goes on.
+//
+// Timing is a parameter (CandidateTimer) so that tests drive the tuner without a GPU;
+// runtime/autotune_gpu.h times candidates on the device.
+#pragma once
+
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "compiler/tuning_candidates.h"
+#include "flashgen/flashgen.hpp"
+#include "runtime/autotune_db.h"
+
+namespace flashgen {
+
+class KernelCache;
+
+// FLASHGEN_AUTOTUNE when set (it wins, like every FLASHGEN_ variable), else `option`.
+// Throws Error(invalid_argument) naming the variable and the allowed values for a bad value.
+AutotunePolicy effective_autotune_policy(AutotunePolicy option);
+const char* to_string(AutotunePolicy policy);
+
+// A device as tuning sees it (query_device_profile in runtime/autotune_gpu.h).
+struct DeviceProfile {
+  DeviceIdentity identity;
+  DeviceLimits limits;
+  Arch arch = Arch::sm_80;
+};
+
+// The median time of one candidate for `key`, in ms. Throws when it cannot run.
+using CandidateTimer = std::function<double(const TuningKey& key, const Candidate& candidate)>;
+
+struct TuneProgress {
+  enum class Phase { compiling, timing, done };
+  Phase phase = Phase::compiling;
+  int compiled = 0, to_compile = 0;  // distinct kernels
+  int timed = 0, to_time = 0;        // candidates
+  double elapsed_s = 0;
+  double eta_s = -1;  // estimate of the seconds left; negative while unknown
+  std::string current;  // the key being timed
+};
+using TuneProgressSink = std::function<void(const TuneProgress&)>;
+
+struct TunerOptions {
+  KernelCache* cache = nullptr;  // compiles every candidate first; null: the timer compiles (tests)
+  CandidateTimer timer;          // required
+  DeviceIdentity device;         // whose winners are read and written
+  DeviceLimits limits;           // prunes the candidate sets
+  LogSink log;                   // failures (warning), one line per key (info)
+  TuneProgressSink progress;     // optional
+  int compile_threads = 0;       // 0: hardware concurrency
+  // A candidate replaces the heuristic default only when it is faster by more than this
+  // fraction: a tie within timing noise keeps the default.
+  double min_gain = 0.01;
+};
+
+struct TuneResult {
+  TuningKey key;
+  Candidate winner;
+  Candidate heuristic;
+  double winner_ms = 0;     // infinity when every candidate failed
+  double heuristic_ms = 0;  // infinity when the default failed (or was not timed: cached)
+  int candidates = 0;
+  int failed = 0;
+  bool cached = false;  // persisted winner of the same set reused, nothing timed
+};
+
+// Tunes `keys` (duplicates are tuned once). retune false: keys whose winner is persisted
+// for this device and candidate set are returned as cached without timing. The new
+// winners are stored in `db` in one merge-write at the end.
+std::vector<TuneResult> autotune(TuningDb& db, std::span<const TuningKey> keys, bool retune,
+                                 const TunerOptions& options);
+
+// The public summary of a result (flashgen.hpp).
+TuneOutcome to_outcome(const TuneResult& r);
+
+}  // namespace flashgen

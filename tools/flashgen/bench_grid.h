@@ -1,0 +1,64 @@
+// `flashgen bench`: what to measure. The flags as given, the shape grid they expand to
+// (default: the grid of shared/anchors/h200-peers.md), and the FLOP counts that turn
+// times into TFLOP/s (the same formulas as bench/compare_sdpa.py).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "flashgen/flashgen.hpp"
+
+namespace flashgen::cli {
+
+// The flags of `flashgen bench`, as parsed by CLI11. Zero means "derive the default".
+struct BenchOptions {
+  std::vector<int> head_dims = {64, 128};
+  std::vector<std::string> seqlens = {"512", "1k", "2k", "4k", "8k", "16k"};
+  std::int64_t batch = 0;     // 0: 16384 / N (total tokens 16384)
+  std::int64_t heads = 0;     // 0: 2048 / D (model width 2048)
+  std::int64_t heads_kv = 0;  // 0: like heads
+  std::string causal = "both";
+  std::string dtype = "bf16";
+  std::vector<int> window;  // empty or {left, right}; -1: unbounded side
+  float softcap = 0.0f;
+  bool deterministic = false;
+  std::vector<std::string> passes = {"fwd", "bwd", "fwdbwd"};
+  int warmup = 2;
+  int repeats = 7;
+  std::string json_path;
+  std::string csv_path;
+};
+
+constexpr std::int64_t kTotalTokens = 16384;  // B * N of the default grid
+constexpr std::int64_t kModelWidth = 2048;    // H * D of the default grid
+
+enum class BenchPass { forward, backward, forward_backward };
+const char* to_string(BenchPass pass);  // "fwd", "bwd", "fwdbwd"
+
+// One problem: self-attention, seqlen_q = seqlen_k = seqlen.
+struct BenchShape {
+  std::int64_t batch = 0, seqlen = 0, heads = 0, heads_kv = 0;
+  int head_dim = 0;
+  AttentionOptions options;
+};
+
+// What the flags expand to, validated: every bad flag value is an Error(invalid_argument)
+// naming the flag, the value and what was expected, raised before any GPU work.
+struct BenchPlan {
+  DType dtype = DType::bf16;
+  std::vector<BenchShape> shapes;  // order: D, causal (off first), N
+  std::vector<BenchPass> passes;
+};
+BenchPlan make_bench_plan(const BenchOptions& options);
+
+// "512" -> 512, "4k" / "4K" -> 4096. Throws Error(invalid_argument) naming `flag`.
+std::int64_t parse_length(const std::string& text, const char* flag);
+
+// The FLOPs of h200-peers.md: forward 4·B·H·N²·D, halved when causal; backward 2.5×,
+// forward+backward 3.5× the forward. With a sliding window, N² becomes the number of
+// (query, key) pairs the window lets through (causal included in the window).
+double forward_flops(const BenchShape& shape);
+double pass_flops(const BenchShape& shape, BenchPass pass);
+
+}  // namespace flashgen::cli
