@@ -875,11 +875,11 @@ __device__ __forceinline__ void wgmma_scores_t(float (&s)[kMT][4], float (&dp)[k
   wgmma_fence();
 #pragma unroll
   for (int k = 0; k < kHeadDimPadded; k += 16)
-    Wgmma<kBlockM>::template ss<false, false>(s, desc_k_major<L::KV>(s_k, key_row0, k), desc_k_major<L::Q>(s_q, 0, k),
+    Wgmma<kMT * 8>::template ss<false, false>(s, desc_k_major<L::KV>(s_k, key_row0, k), desc_k_major<L::Q>(s_q, 0, k),
                                               k > 0);
 #pragma unroll
   for (int k = 0; k < kHeadDimPadded; k += 16)
-    Wgmma<kBlockM>::template ss<false, false>(dp, desc_k_major<L::KV>(s_v, key_row0, k), desc_k_major<L::Q>(s_do, 0, k),
+    Wgmma<kMT * 8>::template ss<false, false>(dp, desc_k_major<L::KV>(s_v, key_row0, k), desc_k_major<L::Q>(s_do, 0, k),
                                               k > 0);
   wgmma_commit();
 }
@@ -891,19 +891,19 @@ __device__ __forceinline__ void wgmma_regs_t(float (&acc)[kDT][4], const u32 (&a
   using L = BwdDkdvLayout;
 #pragma unroll
   for (int kk = 0; kk < kMT / 2; ++kk)
-    Wgmma<kHeadDimPadded>::template rs<true>(acc, a[kk], desc_mn_major<L::Q>(s_b, 16 * kk));
+    Wgmma<kDT * 8>::template rs<true>(acc, a[kk], desc_mn_major<L::Q>(s_b, 16 * kk));
 }
 
 // dQ (the tile's 64 queries x kN head-dim columns from col0) = dS.K, with dS^T and K
 // both stored [key][.]: MN-major A and B. Issued, not waited for.
-template <int kN>
+template <int kN, class KV = BwdDkdvLayout::KV>  // KV a parameter: kBlockBytes exists on wgmma tiles only
 __device__ __forceinline__ void wgmma_dq(float (&acc)[kN / 8][4], u32 s_ds, u32 s_k, int col0) {
   using L = BwdDkdvLayout;
-  const u32 s_k_cols = s_k + (col0 / 64) * L::KV::kBlockBytes + (col0 % 64) * 2;
+  const u32 s_k_cols = s_k + (col0 / 64) * KV::kBlockBytes + (col0 % 64) * 2;
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < kBlockN / 16; ++kk)
-    Wgmma<kN>::template ss<true, true>(acc, desc_mn_major<L::DS>(s_ds, 16 * kk), desc_mn_major<L::KV>(s_k_cols, 16 * kk),
+    Wgmma<kN>::template ss<true, true>(acc, desc_mn_major<L::DS>(s_ds, 16 * kk), desc_mn_major<KV>(s_k_cols, 16 * kk),
                                        kk > 0);
   wgmma_commit();
 }

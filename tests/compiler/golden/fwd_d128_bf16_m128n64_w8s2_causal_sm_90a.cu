@@ -868,7 +868,7 @@ __device__ __forceinline__ void wgmma_scores(float (&s)[kNT][4], u32 s_q, int q_
   wgmma_fence();
 #pragma unroll
   for (int k = 0; k < kHeadDimPadded; k += 16)
-    Wgmma<kBlockN>::template ss<false, false>(s, desc_k_major<L::Q>(s_q, q_row0, k), desc_k_major<L::KV>(s_k, 0, k), k > 0);
+    Wgmma<kNT * 8>::template ss<false, false>(s, desc_k_major<L::Q>(s_q, q_row0, k), desc_k_major<L::KV>(s_k, 0, k), k > 0);
   wgmma_commit();
   wgmma_wait<0>();
 }
@@ -882,7 +882,7 @@ __device__ __forceinline__ void wgmma_p_v(float (&o)[kDT][4], const float (&p)[k
   for (int kk = 0; kk < kNT / 2; ++kk) c_to_a<kNT>(a[kk], p, kk);
   wgmma_fence();
 #pragma unroll
-  for (int kk = 0; kk < kNT / 2; ++kk) Wgmma<kHeadDimPadded>::template rs<true>(o, a[kk], desc_mn_major<L::KV>(s_v, 16 * kk));
+  for (int kk = 0; kk < kNT / 2; ++kk) Wgmma<kDT * 8>::template rs<true>(o, a[kk], desc_mn_major<L::KV>(s_v, 16 * kk));
   wgmma_commit();
   wgmma_wait<0>();
 }
