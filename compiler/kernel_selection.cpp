@@ -45,9 +45,11 @@ KernelSpec first_valid(KernelSpec s, std::initializer_list<Tiles> candidates) {
 KernelSpec forward_spec(const ProblemKey& p, Arch arch) {
   const KernelSpec s = base_spec(p, Pass::fwd, arch);
   const int d = s.padded_head_dim();
-  // sm_90a: two warpgroups of wgmma (KernelSpec::uses_wgmma) at d128 and d256 (1.05-1.4x FA2
-  // on the H200). At d64 the mma.sync tile below measured faster (1.01x vs 0.90-0.97x FA2).
+  // sm_90a: wgmma (KernelSpec::uses_wgmma). Tiles from `flashgen tune` on the H200: d64
+  // 128x64 (two warpgroups) and, under a mask, 64x64 (one warpgroup, more CTAs on the
+  // short causal rows); d128 and d256 two warpgroups (1.05-1.4x FA2 there).
   // d256 with a mask or softcap streams 32-key tiles: at 64 keys its wgmma tile spills 32 bytes.
+  if (arch == Arch::sm_90a && d == 64) return first_valid(s, {p.causal || p.window ? Tiles{64, 64, 4, 2} : Tiles{128, 64, 8, 2}});
   if (arch == Arch::sm_90a && d == 128) return first_valid(s, {{128, 128, 8, 2}, {128, 64, 8, 2}});
   if (arch == Arch::sm_90a && d == 256)
     return first_valid(s, {{128, p.causal || p.window || p.softcap ? 32 : 64, 8, 2}});
@@ -69,7 +71,7 @@ KernelSpec dkdv_spec(const ProblemKey& p, Arch arch) {
   const KernelSpec s = base_spec(p, Pass::bwd_dkdv, arch);
   const int d = s.padded_head_dim();
   // sm_90a: two warpgroups of wgmma (KernelSpec::uses_wgmma) over 128 keys x 64 queries.
-  // At d128 the softcap slope spills 412 bytes there: softcap keeps mma.sync.
+  // At d128 the softcap slope spills 96 bytes there: softcap keeps mma.sync.
   if (arch == Arch::sm_90a && (d == 64 || (d == 128 && !p.softcap))) return first_valid(s, {{64, 128, 8, 2}});
   if (d <= 64) return first_valid(s, {{64, 128, 8, 2}, {64, 64, 8, 2}, {64, 64, 4, 1}});
   if (d <= 96) return first_valid(s, {{64, 64, 8, 2}, {64, 64, 8, 1}, {32, 64, 4, 1}});

@@ -64,6 +64,23 @@ __device__ __forceinline__ void wgmma_dq(float (&acc)[kN / 8][4], u32 s_ds, u32 
   wgmma_commit();
 }
 
+// dQ_accum[rows row0.., columns col0..] += acc (C fragments), with fp32 atomics.
+template <int kRT, int kDT>
+__device__ __forceinline__ void add_to_dq_accum(float* dq_acc, const float (&acc)[kRT][kDT][4], int row0, int col0,
+                                                int lane) {
+  const int g = lane >> 2, tq = lane & 3;
+#pragma unroll
+  for (int mt = 0; mt < kRT; ++mt)
+#pragma unroll
+    for (int dt = 0; dt < kDT; ++dt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int row = row0 + 16 * mt + g + 8 * (e >> 1);
+        const int col = col0 + 8 * dt + 2 * tq + (e & 1);
+        atomicAdd(dq_acc + row * kHeadDimPadded + col, acc[mt][dt][e]);
+      }
+}
+
 __device__ __forceinline__ void bwd_dkdv_kernel(const FlashAttentionParams& p) {
   using L = BwdDkdvLayout;
   constexpr int kThreads = kWarps * 32;
@@ -233,14 +250,21 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const FlashAttentionParams& p) {
       __syncthreads();
       const int dq_row0 = (warp % kDqWarpsM) * 16 * kDqRT;
       const int dq_d0 = (warp / kDqWarpsM) * (kHeadDimPadded / kDqWarpsD);
-      float acc_dq[kDqRT][kDqDT][4];
+      float* dq_acc = p.dq_accum + ((static_cast<i64>(b) * p.heads_q + h) * p.seqlen_q_rounded + m0) * kHeadDimPadded;
       if constexpr (kWgmma) {
-        // dQ (64 queries x this warpgroup's head-dim columns) = dS.K: dS^T and K are both
-        // stored [key][.], i.e. MN-major for A and B.
-        if (warp / 4 < kDqWarpsD)
-          wgmma_dq<kDqDT * 8>(acc_dq[0], s_ds, s_k, dq_d0);
-        wgmma_wait<0>();
+        // dQ (64 queries x this warpgroup's head-dim columns) = dS.K, in parts of at most 32
+        // columns: 16 accumulator registers next to dK and dV's 128.
+        constexpr int kPartDT = kDqDT > 4 ? 4 : kDqDT;
+#pragma unroll
+        for (int part = 0; part < kDqDT / kPartDT; ++part) {
+          const int col0 = dq_d0 + 8 * kPartDT * part;
+          float acc_dq[1][kPartDT][4];
+          wgmma_dq<kPartDT * 8>(acc_dq[0], s_ds, s_k, col0);
+          wgmma_wait<0>();
+          add_to_dq_accum(dq_acc, acc_dq, dq_row0, col0, lane);
+        }
       } else {
+        float acc_dq[kDqRT][kDqDT][4];
         zero(acc_dq);
 #pragma unroll
         for (int kk = 0; kk < kBlockN / 16; ++kk) {
@@ -249,19 +273,8 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const FlashAttentionParams& p) {
           for (int mt = 0; mt < kDqRT; ++mt) load_a_trans<L::DS>(a_ds[mt][0], s_ds, dq_row0 + 16 * mt, 16 * kk, lane);
           mma_frags_kn<kDqRT, 1, kDqDT, L::KV>(acc_dq, a_ds, s_k, 16 * kk, dq_d0, lane);
         }
+        add_to_dq_accum(dq_acc, acc_dq, dq_row0, dq_d0, lane);
       }
-      float* dq_acc = p.dq_accum + ((static_cast<i64>(b) * p.heads_q + h) * p.seqlen_q_rounded + m0) * kHeadDimPadded;
-      const int g = lane >> 2, tq = lane & 3;
-#pragma unroll
-      for (int mt = 0; mt < kDqRT; ++mt)
-#pragma unroll
-        for (int dt = 0; dt < kDqDT; ++dt)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int row = dq_row0 + 16 * mt + g + 8 * (e >> 1);
-            const int col = dq_d0 + 8 * dt + 2 * tq + (e & 1);
-            atomicAdd(dq_acc + row * kHeadDimPadded + col, acc_dq[mt][dt][e]);
-          }
     }
     if constexpr (kWgmma) wgmma_wait<0>();  // the products read the stage until they complete
     __syncthreads();  // the stage (and dS^T) is refilled by the next iteration
