@@ -16,8 +16,9 @@ Defaults: 6 layers, d_model 512, 8 heads (head_dim 64), context 1024, batch 32,
 Each run reports its loss curve (train loss every --log-every steps, validation loss at
 the end), tokens/s (after the first steps, which include kernel compilation), peak
 memory (torch.cuda.max_memory_allocated) and its final losses. --noise-baseline runs
-SDPA a second time with the same seed: its distance to the first SDPA run is the
-run-to-run noise that flashgen's distance to SDPA is measured against. Writes
+SDPA a second time with the same seed (or --noise-seed: another initialisation and data
+order): its distance to the first SDPA run is the run-to-run noise that flashgen's
+distance to SDPA is measured against. Writes
 <out-dir>/train_gpt.json and a plot of the loss curves (matplotlib, if installed).
 
 Works with torch >= 1.13 (no torch.compile needed); where torch has no SDPA (< 2.0),
@@ -52,7 +53,7 @@ VOCAB = 256  # bytes
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--attn", choices=("flashgen", "sdpa", "both"), default="both")
-    p.add_argument("--noise-baseline", action="store_true", help="with --attn both: run SDPA twice (same seed)")
+    p.add_argument("--noise-baseline", action="store_true", help="with --attn both: run SDPA twice (same seed unless --noise-seed)")
     p.add_argument("--tiny", action="store_true", help="the tiny CPU configuration (explicit flags still win)")
     p.add_argument("--steps", type=int)
     p.add_argument("--batch", type=int)
@@ -66,6 +67,8 @@ def parse_args(argv=None):
     p.add_argument("--log-every", type=int)
     p.add_argument("--val-batches", type=int)
     p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--noise-seed", type=int, default=None,
+                   help="seed of the repeated SDPA run (default: --seed; another seed measures seed-to-seed noise)")
     p.add_argument("--out-dir", type=pathlib.Path, default=pathlib.Path("train_gpt_out"))
     p.add_argument("--plot", type=pathlib.Path, help="PNG path (default: <out-dir>/train_gpt.png)")
     args = p.parse_args(argv)
@@ -189,9 +192,9 @@ def synchronize(device):
         torch.cuda.synchronize(device)
 
 
-def train(name, attn, args, train_data, val_data, device):
-    """One run from the seed; returns its record for the summary."""
-    torch.manual_seed(args.seed)  # same initial weights for every run
+def train(name, attn, args, train_data, val_data, device, seed):
+    """One run from `seed`; returns its record for the summary."""
+    torch.manual_seed(seed)  # same initial weights for every run of the same seed
     model = GPT(args.layers, args.d_model, args.heads, args.context, ATTENTION[attn]).to(device)
     decay = [p for p in model.parameters() if p.dim() == 2]
     no_decay = [p for p in model.parameters() if p.dim() != 2]
@@ -200,7 +203,7 @@ def train(name, attn, args, train_data, val_data, device):
     autocast = dict(device_type=device.type, dtype=torch.bfloat16, enabled=args.dtype == "bfloat16")
     # The same windows in the same order for every run.
     offsets = torch.randint(0, len(train_data) - args.context - 1, (args.steps, args.batch),
-                            generator=torch.Generator().manual_seed(args.seed)).to(device)
+                            generator=torch.Generator().manual_seed(seed)).to(device)
 
     if device.type == "cuda":
         torch.cuda.empty_cache()
@@ -239,7 +242,7 @@ def train(name, attn, args, train_data, val_data, device):
             val_losses.append(F.cross_entropy(model(x).float().view(-1, VOCAB), y.reshape(-1)).item())
     tail = max(1, args.steps // 10)
     return {
-        "name": name, "attn": attn, "seed": args.seed, "train_curve": curve,
+        "name": name, "attn": attn, "seed": seed, "train_curve": curve,
         "final_train_loss": torch.stack(losses[-tail:]).mean().item(),  # mean of the last 10% of steps
         "val_loss": sum(val_losses) / len(val_losses), "tokens_per_s": tokens_per_s,
         "peak_memory_bytes": peak, "train_seconds": seconds,
@@ -310,9 +313,11 @@ def main(argv=None):
     print(f"corpus: {corpus['train_tokens']} train / {corpus['val_tokens']} val bytes from {corpus['stdlib']}; "
           f"{args.layers} layers, d_model {args.d_model}, {args.heads} heads, context {args.context}, "
           f"batch {args.batch}, {args.steps} steps, {args.dtype} on {device}", flush=True)
-    runs = [train(name, name.split()[0], args, train_data, val_data, device) for name in names]
+    noise_seed = args.seed if args.noise_seed is None else args.noise_seed
+    runs = [train(name, name.split()[0], args, train_data, val_data, device,
+                  noise_seed if name == "sdpa (repeat)" else args.seed) for name in names]
 
-    config = {k: getattr(args, k) for k in (*DEFAULTS, "seed", "tiny", "noise_baseline")}
+    config = {k: getattr(args, k) for k in (*DEFAULTS, "seed", "noise_seed", "tiny", "noise_baseline")}
     summary = {
         "config": config, "corpus": corpus, "torch": torch.__version__, "flashgen": flashgen.library_version(),
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
