@@ -3,7 +3,7 @@
 # (compute-sanitizer on small shapes included), the benchmarks against PyTorch SDPA, and a
 # short table last. Run there from the repo root (carry .deps, staged by
 # bench/stage-deps.sh). Usage: bench/device.sh [quick|full|extra|tests|bench|train]
-# (full: tests, D 64/128 grid, long sequences; extra: D 96/256 grid and long sequences, no tests;
+# (full: tests, autotune of the standard set, D 64/128 grid, long sequences; extra: D 96/256 grid and long sequences, no tests;
 # train: only examples/embed_cpp's GPU step, test_torch.py and examples/train_gpt.py, its table last)
 set -uo pipefail
 mode=${1:-quick}
@@ -53,7 +53,7 @@ if [[ $mode != bench && $mode != extra ]]; then
   summary=$(grep -E 'tests passed' "$out/ctest-gpu.log" | tail -1)
 fi
 
-if [[ $mode == quick || $mode == full ]]; then
+if [[ $mode == full ]]; then  # ~1 min of device time: not in quick runs
   # Cold: a fresh directory, so the candidates' compile time counts. Its winners are not
   # used by the benchmarks below (they use FLASHGEN_CACHE_DIR).
   echo "== autotune: standard set (D 64/128, bf16/fp16, causal on/off, N 1k/4k/16k; goal <= 30 s) =="

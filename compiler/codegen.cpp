@@ -20,18 +20,17 @@ std::string_view embedded(std::string_view name) {
 }
 
 struct PassTemplate {
-  const char* file;    // the kernel's template
-  const char* entry;   // its device function
-  bool needs_mma;      // tensor-core passes pull in the matrix and softmax levels
+  const char* file;   // the kernel's template
+  const char* entry;  // its device function
 };
 
 PassTemplate pass_template(Pass p) {
   switch (p) {
-    case Pass::fwd: return {"fwd_kernel.cuh", "fwd_kernel", true};
-    case Pass::bwd_preprocess: return {"bwd_preprocess_kernel.cuh", "bwd_preprocess_kernel", false};
-    case Pass::bwd_dkdv: return {"bwd_dkdv_kernel.cuh", "bwd_dkdv_kernel", true};
-    case Pass::bwd_dq: return {"bwd_dq_kernel.cuh", "bwd_dq_kernel", true};
-    case Pass::bwd_dq_convert: return {"bwd_dq_convert_kernel.cuh", "bwd_dq_convert_kernel", false};
+    case Pass::fwd: return {"fwd_kernel.cuh", "fwd_kernel"};
+    case Pass::bwd_preprocess: return {"bwd_preprocess_kernel.cuh", "bwd_preprocess_kernel"};
+    case Pass::bwd_dkdv: return {"bwd_dkdv_kernel.cuh", "bwd_dkdv_kernel"};
+    case Pass::bwd_dq: return {"bwd_dq_kernel.cuh", "bwd_dq_kernel"};
+    case Pass::bwd_dq_convert: return {"bwd_dq_convert_kernel.cuh", "bwd_dq_convert_kernel"};
   }
   throw Error(Status::internal, "codegen: unknown pass");
 }
@@ -82,7 +81,7 @@ GeneratedSource generate_source(const KernelSpec& spec) {
   src += embedded("attention_params.h");
   src += "\n" + spec_constants(spec);
   std::vector<std::string_view> files = {"ptx.cuh", "types.cuh", "memory.cuh"};
-  if (pt.needs_mma) {
+  if (spec.uses_tensor_cores()) {  // the matrix and softmax levels
     files.push_back("mma_sm80.cuh");
     if (spec.pass == Pass::fwd || spec.pass == Pass::bwd_dkdv) files.push_back("wgmma_sm90.cuh");
     files.push_back("softmax.cuh");

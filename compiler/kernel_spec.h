@@ -54,6 +54,8 @@ struct KernelSpec {
   // head_dim rounded up to the tensor-core k-step (16): the width kernels are compiled for.
   int padded_head_dim() const { return (head_dim + 15) / 16 * 16; }
   int threads() const { return warps * 32; }
+  // The passes with matrix products (fwd, bwd_dkdv, bwd_dq); the others are row-wise.
+  bool uses_tensor_cores() const { return pass == Pass::fwd || pass == Pass::bwd_dkdv || pass == Pass::bwd_dq; }
   // Hopper warpgroup products (sm_90a) where the tile has the warpgroup shape, mma.sync
   // otherwise: forward with block_m = 16 * warps (64 rows per 4 warps), block_n in
   // {32, 64, 128, 256} and padded head dim in {64, 128, 256}; dK/dV with 64 x 128 tiles,

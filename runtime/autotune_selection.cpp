@@ -1,8 +1,16 @@
 #include "runtime/autotune_selection.h"
 
-#include <fmt/format.h>
+#include <xxhash.h>
 
 namespace flashgen {
+
+std::size_t KernelSelector::MemoKeyHash::operator()(const MemoKey& m) const {
+  const TuningKey& k = m.key;
+  const long long fields[] = {m.device,  static_cast<int>(k.pass), k.head_dim,     static_cast<int>(k.dtype),
+                              k.causal,  k.window,                 k.softcap,      k.deterministic,
+                              k.seqlen_bucket, static_cast<int>(k.arch)};
+  return static_cast<std::size_t>(XXH3_64bits(fields, sizeof fields));
+}
 
 KernelSelector::KernelSelector(AutotunePolicy policy, std::filesystem::path dir, LogSink log)
     : policy_(policy), dir_(std::move(dir)), log_(std::move(log)) {}
@@ -20,7 +28,7 @@ Candidate KernelSelector::select(const ProblemKey& problem, TunedPass pass, cons
   if (policy_ == AutotunePolicy::off) return heuristic();
 
   const TuningKey key = tuning_key(problem, pass, profile.arch);
-  const std::string memo_key = fmt::format("{}:{}", device, key.name());
+  const MemoKey memo_key{device, key};
   {
     std::shared_lock lock(memo_mutex_);
     if (auto it = memo_.find(memo_key); it != memo_.end()) return it->second ? *it->second : heuristic();

@@ -47,9 +47,17 @@ class KernelSelector {
   LogSink log_;
   std::once_flag db_once_;
   std::unique_ptr<TuningDb> db_;
+  // (device, key) -> the persisted winner, or nullopt: the heuristic table.
+  struct MemoKey {
+    int device;
+    TuningKey key;
+    bool operator==(const MemoKey&) const = default;
+  };
+  struct MemoKeyHash {
+    std::size_t operator()(const MemoKey& k) const;
+  };
   std::shared_mutex memo_mutex_;
-  // "<device>:<key name>" -> the persisted winner, or nullopt: the heuristic table.
-  std::unordered_map<std::string, std::optional<Candidate>> memo_;
+  std::unordered_map<MemoKey, std::optional<Candidate>, MemoKeyHash> memo_;
 };
 
 }  // namespace flashgen

@@ -38,6 +38,7 @@ void check_tune_shape(const TuneShape& s, size_t i) {
 
 struct Runtime::Impl {
   RuntimeOptions options;
+  std::filesystem::path cache_dir;  // options.cache_dir, else the environment's: kernels and tuning winners
   AutotunePolicy policy = AutotunePolicy::cached;
   std::once_flag cache_once;
   std::unique_ptr<KernelCache> cache;
@@ -49,7 +50,7 @@ struct Runtime::Impl {
   KernelCache& kernels() {
     std::call_once(cache_once, [&] {
       KernelCacheOptions cache_options;
-      cache_options.dir = options.cache_dir;
+      cache_options.dir = cache_dir;
       cache_options.log = options.log;
       cache = std::make_unique<KernelCache>(std::move(cache_options));
     });
@@ -103,8 +104,8 @@ Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<Impl>()) {
   impl_->options = std::move(options);
   const RuntimeOptions& o = impl_->options;
   impl_->policy = effective_autotune_policy(o.autotune);
-  impl_->selector = std::make_unique<KernelSelector>(
-      impl_->policy, o.cache_dir.empty() ? cache_dir_from_env() : std::filesystem::path(o.cache_dir), o.log);
+  impl_->cache_dir = o.cache_dir.empty() ? cache_dir_from_env() : std::filesystem::path(o.cache_dir);
+  impl_->selector = std::make_unique<KernelSelector>(impl_->policy, impl_->cache_dir, o.log);
   if ((impl_->policy == AutotunePolicy::startup || impl_->policy == AutotunePolicy::full) && !o.tune_shapes.empty()) {
     if (!cuda_available()) {
       o.log(LogLevel::warning, "autotune: no GPU here, the declared tune_shapes are not tuned");

@@ -20,13 +20,6 @@ DType parse_dtype(const std::string& text) {
   bad_flag(fmt::format("--dtype: got '{}', expected bf16 or fp16", text));
 }
 
-std::vector<bool> parse_causal(const std::string& text) {
-  if (text == "off") return {false};
-  if (text == "on") return {true};
-  if (text == "both") return {false, true};
-  bad_flag(fmt::format("--causal: got '{}', expected on, off or both", text));
-}
-
 std::vector<BenchPass> parse_passes(const std::vector<std::string>& names) {
   if (names.empty()) bad_flag("--passes: is empty, expected some of fwd, bwd, fwdbwd");
   std::vector<BenchPass> passes;
@@ -54,6 +47,13 @@ const char* to_string(BenchPass pass) {
     case BenchPass::forward_backward: return "fwdbwd";
   }
   return "?";
+}
+
+std::vector<bool> parse_causal(const std::string& text) {
+  if (text == "off") return {false};
+  if (text == "on") return {true};
+  if (text == "both") return {false, true};
+  bad_flag(fmt::format("--causal: got '{}', expected on, off or both", text));
 }
 
 std::int64_t parse_length(const std::string& text, const char* flag) {

@@ -66,11 +66,10 @@ double relative_error(const std::vector<float>& a, const std::vector<float>& b) 
 void print_kernels(const std::vector<const CompiledKernel*>& kernels, double wall_ms) {
   for (const CompiledKernel* k : kernels) {
     const KernelResources& r = k->resources;
-    const bool tensor_cores = k->spec.pass == Pass::fwd || k->spec.pass == Pass::bwd_dkdv || k->spec.pass == Pass::bwd_dq;
     fmt::print("    {:<52} {:>16}  {:>3} regs  {:>6} B smem  {} spills  {}\n", k->spec.uri(),
                k->from_disk_cache ? "disk-cache hit" : fmt::format("compiled {:.0f} ms", k->compile_ms), r.registers,
                k->spec.shared_memory_bytes(), r.spill_stores + r.spill_loads,
-               !tensor_cores ? "" : k->spec.uses_wgmma() ? "wgmma" : "mma.sync");
+               !k->spec.uses_tensor_cores() ? "" : k->spec.uses_wgmma() ? "wgmma" : "mma.sync");
   }
   fmt::print("    {} kernels ready in {:.0f} ms wall (compiled in parallel, cached for the next run)\n", kernels.size(),
              wall_ms);

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -19,6 +18,7 @@
 #include "runtime/cuda_driver.h"
 #include "runtime/environment.h"
 #include "runtime/kernel_cache.h"
+#include "tools/flashgen/bench_grid.h"
 #include "tools/flashgen/commands.h"
 
 namespace flashgen::cli {
@@ -40,22 +40,8 @@ struct TuneOptions {
   std::string cache_dir;
 };
 
-long long parse_seqlen(const std::string& text) {
-  long long value = 0;
-  const char* end = text.data() + text.size();
-  auto [rest, err] = std::from_chars(text.data(), end, value);
-  long long scale = 1;
-  if (rest != end && (*rest == 'k' || *rest == 'K') && rest + 1 == end) scale = 1024, ++rest;
-  if (err != std::errc() || rest != end || value < 1)
-    throw Error(Status::invalid_argument,
-                fmt::format("--seqlens: got '{}', expected a positive length such as 512, 1k or 16k", text));
-  return value * scale;
-}
-
 std::vector<TuneShape> shapes_of(const TuneOptions& o) {
-  std::vector<bool> causal_values;
-  if (o.causal == "both" || o.causal == "off") causal_values.push_back(false);
-  if (o.causal == "both" || o.causal == "on") causal_values.push_back(true);
+  const std::vector<bool> causal_values = parse_causal(o.causal);
   std::vector<TuneShape> out;
   for (int d : o.head_dims)
     for (const std::string& t : o.dtypes)
@@ -67,7 +53,7 @@ std::vector<TuneShape> shapes_of(const TuneOptions& o) {
           if (!dtype || *dtype == DType::f32)
             throw Error(Status::invalid_argument, fmt::format("--dtypes: got '{}', expected bf16 or fp16", t));
           s.dtype = *dtype;
-          s.seqlen_q = s.seqlen_k = parse_seqlen(n);
+          s.seqlen_q = s.seqlen_k = parse_length(n, "--seqlens");
           s.options.causal = causal;
           if (o.window) s.options.window_left = static_cast<int>(s.seqlen_k / 8);
           if (o.softcap) s.options.softcap = 30.0f;
@@ -92,7 +78,7 @@ std::vector<TuningKey> keys_of(const std::vector<TuneShape>& shapes, Arch arch) 
 std::string tiles(const Candidate& c) {
   std::string out;
   for (const KernelSpec& s : c)
-    if (s.pass == Pass::fwd || s.pass == Pass::bwd_dkdv || s.pass == Pass::bwd_dq)
+    if (s.uses_tensor_cores())
       out += fmt::format("{}{}m{}n{} w{}s{}", out.empty() ? "" : " + ", s.pass == Pass::bwd_dq ? "dq " : "",
                          s.block_m, s.block_n, s.warps, s.stages);
   return out;
