@@ -49,10 +49,11 @@ KernelSpec forward_spec(const ProblemKey& p, Arch arch) {
   // 128x64 (two warpgroups) and, under a mask, 64x64 (one warpgroup, more CTAs on the
   // short causal rows); d128 and d256 two warpgroups (1.05-1.4x FA2 there).
   // d256 with a mask or softcap streams 32-key tiles: at 64 keys its wgmma tile spills 32 bytes.
-  if (arch == Arch::sm_90a && d == 64) return first_valid(s, {p.causal || p.window ? Tiles{64, 64, 4, 2} : Tiles{128, 64, 8, 2}});
+  const bool masked = p.causal || p.window;
+  if (arch == Arch::sm_90a && d == 64) return first_valid(s, {masked ? Tiles{64, 64, 4, 2} : Tiles{128, 64, 8, 2}});
   if (arch == Arch::sm_90a && d == 128) return first_valid(s, {{128, 128, 8, 2}, {128, 64, 8, 2}});
   if (arch == Arch::sm_90a && d == 256)
-    return first_valid(s, {{128, p.causal || p.window || p.softcap ? 32 : 64, 8, 2}});
+    return first_valid(s, {{128, masked || p.softcap ? 32 : 64, 8, 2}});
   // Up to d64, 32 query rows per warp fit (248 registers): each K/V fragment feeds two mma.
   if (d <= 64) return first_valid(s, {{128, 64, 4, 2}, {128, 128, 8, 2}, {64, 64, 4, 2}});
   if (d <= 96) return first_valid(s, {{128, 128, 8, 2}, {128, 64, 8, 2}, {64, 64, 4, 2}});
@@ -70,9 +71,9 @@ KernelSpec rowwise_spec(const ProblemKey& p, Pass pass, Arch arch) {
 KernelSpec dkdv_spec(const ProblemKey& p, Arch arch) {
   const KernelSpec s = base_spec(p, Pass::bwd_dkdv, arch);
   const int d = s.padded_head_dim();
-  // sm_90a: two warpgroups of wgmma (KernelSpec::uses_wgmma) over 128 keys x 64 queries.
-  // At d128 the softcap slope spills 96 bytes there: softcap keeps mma.sync.
-  if (arch == Arch::sm_90a && (d == 64 || (d == 128 && !p.softcap))) return first_valid(s, {{64, 128, 8, 2}});
+  // 64x128 on 8 warps is wgmma on sm_90a (two warpgroups, KernelSpec::uses_wgmma) at d64 and
+  // d128; at d128 the softcap slope spills 96 bytes there, so softcap keeps mma.sync.
+  if (arch == Arch::sm_90a && d == 128 && !p.softcap) return first_valid(s, {{64, 128, 8, 2}});
   if (d <= 64) return first_valid(s, {{64, 128, 8, 2}, {64, 64, 8, 2}, {64, 64, 4, 1}});
   if (d <= 96) return first_valid(s, {{64, 64, 8, 2}, {64, 64, 8, 1}, {32, 64, 4, 1}});
   // The softcap derivative keeps 16 more registers live per thread, and ptxas schedules the
