@@ -2,9 +2,10 @@
 # Everything the GPU machine does, in one call: build, the `gpu` test label
 # (compute-sanitizer on small shapes included), the benchmarks against PyTorch SDPA, and a
 # short table last. Run there from the repo root (carry .deps, staged by
-# bench/stage-deps.sh). Usage: bench/device.sh [quick|full|extra|tests|bench|train]
+# bench/stage-deps.sh). Usage: bench/device.sh [quick|full|extra|tests|bench|train|tune]
 # (full: tests, autotune of the standard set, D 64/128 grid, long sequences; extra: D 96/256 grid and long sequences, no tests;
-# train: only examples/embed_cpp's GPU step, test_torch.py and examples/train_gpt.py, its table last)
+# train: only examples/embed_cpp's GPU step, test_torch.py and examples/train_gpt.py, its table last;
+# tune: the autotune GPU tests and the cold/warm tuning of the standard set)
 set -uo pipefail
 mode=${1:-quick}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -48,12 +49,14 @@ fi
 summary=""
 if [[ $mode != bench && $mode != extra ]]; then
   echo "== ctest -L gpu =="
-  ctest --test-dir "$root/build" -L gpu -j 4 --output-on-failure --timeout 600 >"$out/ctest-gpu.log" 2>&1
+  only=()
+  [[ $mode == tune ]] && only=(-R Autotune)
+  ctest --test-dir "$root/build" -L gpu "${only[@]}" -j 4 --output-on-failure --timeout 600 >"$out/ctest-gpu.log" 2>&1
   grep -E 'tests passed|tests failed|Failed|\*\*\*' "$out/ctest-gpu.log" | tail -30
   summary=$(grep -E 'tests passed' "$out/ctest-gpu.log" | tail -1)
 fi
 
-if [[ $mode == full ]]; then  # ~1 min of device time: not in quick runs
+if [[ $mode == full || $mode == tune ]]; then  # ~1 min of device time: not in quick runs
   # Cold: a fresh directory, so the candidates' compile time counts. Its winners are not
   # used by the benchmarks below (they use FLASHGEN_CACHE_DIR).
   echo "== autotune: standard set (D 64/128, bf16/fp16, causal on/off, N 1k/4k/16k; goal <= 30 s) =="
@@ -83,7 +86,7 @@ if [[ $mode == quick || $mode == full ]]; then
     --json "$out/bench/flashgen-bench.json" 2>&1 | tee "$out/flashgen-bench.log" | tail -12
 fi
 
-if [[ $mode != tests ]]; then
+if [[ $mode != tests && $mode != tune ]]; then
   echo "== benchmarks vs PyTorch SDPA =="
   lib=$(ls "$root"/build/runtime/libflashgen.so* | head -1)
   bench_args=(--out "$out/bench")

@@ -3,12 +3,15 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <future>
 #include <limits>
+#include <optional>
 #include <thread>
 #include <thread_pool/thread_pool.hpp>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "runtime/environment.h"
@@ -33,60 +36,96 @@ struct Work {
   size_t index;  // position in the results
   CandidateSet set;
   std::vector<double> times;      // per candidate; +inf: failed
-  std::vector<bool> compiled_ok;  // per candidate
 };
 
-// Compiles every distinct kernel of the sets in parallel; marks candidates with a kernel
-// that failed to compile.
-void compile_all(std::vector<Work>& work, const TunerOptions& o, TuneProgress& progress, Clock::time_point start) {
-  std::vector<KernelSpec> specs;
-  std::unordered_set<std::string> seen;
-  for (const Work& w : work)
-    for (const Candidate& c : w.set.candidates)
-      for (const KernelSpec& s : c)
-        if (seen.insert(s.hash()).second) specs.push_back(s);
-
-  progress.phase = TuneProgress::Phase::compiling;
-  progress.to_compile = static_cast<int>(specs.size());
-  if (o.progress) o.progress(progress);
-
-  const size_t threads = o.compile_threads > 0 ? o.compile_threads : std::max(1u, std::thread::hardware_concurrency());
-  std::unordered_set<std::string> failed;
-  {
-    thread_pool::ThreadPool pool(std::max<size_t>(1, std::min(threads, specs.size())));
-    std::vector<std::future<void>> done;
-    for (const KernelSpec& s : specs) done.push_back(pool.Submit([&o, s] { o.cache->get(s); }));
-    for (size_t i = 0; i < done.size(); ++i) {
-      try {
-        done[i].get();
-      } catch (const std::exception& e) {
-        failed.insert(specs[i].hash());
-        if (o.log)
-          o.log(LogLevel::warning, fmt::format("autotune: candidate kernel {} does not compile, skipped: {}",
-                                               specs[i].uri(), first_line(e.what())));
-      }
-      ++progress.compiled;
-      progress.elapsed_s = seconds_since(start);
-      progress.eta_s = progress.elapsed_s / progress.compiled * (progress.to_compile - progress.compiled);
-      if (o.progress) o.progress(progress);
-    }
+// Compiles every distinct kernel of the sets on a pool, in key order, while the tuner
+// times the candidates whose kernels are ready: the GPU times one key while the CPUs
+// compile the next ones. The tuner thread keeps a core for itself (kernel launches).
+class CompileQueue {
+ public:
+  CompileQueue(const std::vector<Work>& work, const TunerOptions& o) : o_(o) {
+    std::vector<KernelSpec> specs;
+    for (const Work& w : work)
+      for (const Candidate& c : w.set.candidates)
+        for (const KernelSpec& s : c)
+          if (!futures_.contains(s.hash())) {
+            futures_.emplace(s.hash(), std::shared_future<void>{});
+            specs.push_back(s);
+          }
+    const size_t cores = std::max(2u, std::thread::hardware_concurrency()) - 1;
+    const size_t threads = o.compile_threads > 0 ? static_cast<size_t>(o.compile_threads) : cores;
+    pool_.emplace(std::max<size_t>(1, std::min(threads, specs.size())));
+    for (const KernelSpec& s : specs)
+      futures_[s.hash()] = pool_->Submit([this, s] {
+                                 try {
+                                   o_.cache->get(s);
+                                 } catch (...) {
+                                   ++compiled_;
+                                   throw;
+                                 }
+                                 ++compiled_;
+                               }).share();
   }
-  for (Work& w : work)
-    for (size_t c = 0; c < w.set.candidates.size(); ++c)
-      w.compiled_ok[c] = std::none_of(w.set.candidates[c].begin(), w.set.candidates[c].end(),
-                                      [&](const KernelSpec& s) { return failed.count(s.hash()) > 0; });
-}
 
-TuneResult pick_winner(const Work& w, double min_gain) {
+  int total() const { return static_cast<int>(futures_.size()); }
+  int compiled() const { return compiled_.load(); }
+
+  // Waits for the kernels of `c`, calling `waiting` about every 100 ms meanwhile; false
+  // when one of them did not compile (logged once per kernel).
+  bool ready(const Candidate& c, const std::function<void()>& waiting) {
+    bool ok = true;
+    for (const KernelSpec& s : c) {
+      const std::shared_future<void>& f = futures_.at(s.hash());
+      while (f.wait_for(std::chrono::milliseconds(100)) != std::future_status::ready) waiting();
+      try {
+        f.get();
+      } catch (const std::exception& e) {
+        ok = false;
+        if (failed_.insert(s.hash()).second && o_.log)
+          o_.log(LogLevel::warning, fmt::format("autotune: candidate kernel {} does not compile, skipped: {}",
+                                                s.uri(), first_line(e.what())));
+      }
+    }
+    return ok;
+  }
+
+ private:
+  const TunerOptions& o_;
+  std::atomic<int> compiled_{0};
+  std::unordered_map<std::string, std::shared_future<void>> futures_;
+  std::unordered_set<std::string> failed_;
+  std::optional<thread_pool::ThreadPool> pool_;  // last: its threads finish before the rest goes
+};
+
+// The fastest candidate that beats the default by min_gain and passes the check (the
+// default needs no check: it is the reference), else the default.
+TuneResult pick_winner(Work& w, const TunerOptions& o) {
   TuneResult r;
   r.key = w.set.key;
   r.heuristic = w.set.candidates.front();
   r.heuristic_ms = w.times.front();
   r.candidates = static_cast<int>(w.times.size());
+  size_t chosen = 0;
+  for (;;) {
+    const size_t best = static_cast<size_t>(std::min_element(w.times.begin(), w.times.end()) - w.times.begin());
+    const bool beats_default =
+        !std::isfinite(r.heuristic_ms) || w.times[best] < r.heuristic_ms * (1.0 - o.min_gain);
+    if (!beats_default || best == 0 || !std::isfinite(w.times[best]) || !o.check) {
+      chosen = beats_default ? best : 0;
+      break;
+    }
+    const std::string problem = o.check(w.set.key, w.set.candidates[best]);
+    if (problem.empty()) {
+      chosen = best;
+      break;
+    }
+    if (o.log)
+      o.log(LogLevel::warning, fmt::format("autotune: {}: candidate {} is not used: its outputs differ from the "
+                                           "heuristic default's: {}",
+                                           w.set.key.name(), candidate_name(w.set.candidates[best]), problem));
+    w.times[best] = kInf;
+  }
   r.failed = static_cast<int>(std::count(w.times.begin(), w.times.end(), kInf));
-  const size_t best = static_cast<size_t>(std::min_element(w.times.begin(), w.times.end()) - w.times.begin());
-  const bool beats_default = !std::isfinite(r.heuristic_ms) || w.times[best] < r.heuristic_ms * (1.0 - min_gain);
-  const size_t chosen = beats_default ? best : 0;
   r.winner = w.set.candidates[chosen];
   r.winner_ms = w.times[chosen];
   return r;
@@ -135,24 +174,34 @@ std::vector<TuneResult> autotune(TuningDb& db, std::span<const TuningKey> keys, 
       }
     }
     const size_t n = set.candidates.size();
-    work.push_back(Work{i, std::move(set), std::vector<double>(n, kInf), std::vector<bool>(n, true)});
+    work.push_back(Work{i, std::move(set), std::vector<double>(n, kInf)});
   }
 
   TuneProgress progress;
   for (const Work& w : work) progress.to_time += static_cast<int>(w.set.candidates.size());
-  if (o.cache && !work.empty()) compile_all(work, o, progress, start);
+  std::optional<CompileQueue> compiles;
+  if (o.cache && !work.empty()) compiles.emplace(work, o);
+  if (compiles) progress.to_compile = compiles->total();
+  auto report = [&](TuneProgress::Phase phase) {
+    progress.phase = phase;
+    if (compiles) progress.compiled = compiles->compiled();
+    progress.elapsed_s = seconds_since(start);
+    progress.eta_s = progress.timed > 0 ? progress.elapsed_s / progress.timed * (progress.to_time - progress.timed) : -1;
+    if (o.progress) o.progress(progress);
+  };
 
-  progress.phase = TuneProgress::Phase::timing;
-  const Clock::time_point timing_start = Clock::now();
   std::vector<std::pair<TuningKey, TunedEntry>> winners;
   for (Work& w : work) {
     progress.current = w.set.key.name();
+    double best_ms = kInf;
     for (size_t c = 0; c < w.set.candidates.size(); ++c) {
       const Candidate& candidate = w.set.candidates[c];
-      if (w.compiled_ok[c]) {
+      const bool compiled = !compiles || compiles->ready(candidate, [&] { report(TuneProgress::Phase::compiling); });
+      if (compiled) {
         try {
-          const double ms = o.timer(w.set.key, candidate);
+          const double ms = o.timer(w.set.key, candidate, best_ms * (1.0 + o.race_margin));
           w.times[c] = std::isfinite(ms) && ms >= 0 ? ms : kInf;
+          best_ms = std::min(best_ms, w.times[c]);
         } catch (const std::exception& e) {
           if (o.log)
             o.log(LogLevel::warning, fmt::format("autotune: {}: candidate {} failed to run, skipped: {}",
@@ -160,12 +209,9 @@ std::vector<TuneResult> autotune(TuningDb& db, std::span<const TuningKey> keys, 
         }
       }
       ++progress.timed;
-      progress.elapsed_s = seconds_since(start);
-      const double timing_s = seconds_since(timing_start);
-      progress.eta_s = timing_s / progress.timed * (progress.to_time - progress.timed);
-      if (o.progress) o.progress(progress);
+      report(TuneProgress::Phase::timing);
     }
-    TuneResult r = pick_winner(w, o.min_gain);
+    TuneResult r = pick_winner(w, o);
     if (!std::isfinite(r.winner_ms)) {
       if (o.log)
         o.log(LogLevel::warning,
@@ -180,11 +226,8 @@ std::vector<TuneResult> autotune(TuningDb& db, std::span<const TuningKey> keys, 
   }
   if (!winners.empty()) db.store(o.device, winners);
 
-  progress.phase = TuneProgress::Phase::done;
-  progress.elapsed_s = seconds_since(start);
-  progress.eta_s = 0;
   progress.current.clear();
-  if (o.progress) o.progress(progress);
+  report(TuneProgress::Phase::done);
   return results;
 }
 

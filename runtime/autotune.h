@@ -1,7 +1,9 @@
-// The autotuner: for each tuning key, compiles its candidate set in parallel (through the
-// kernel cache, so candidates land in the disk cache too), times every candidate, and
-// persists the fastest in the tuning file (runtime/autotune_db.h). A candidate that fails
-// to compile or run counts as infinitely slow, is logged, and tuning goes on.
+// The autotuner: compiles the candidate sets of all keys on a thread pool (through the
+// kernel cache, so candidates land in the disk cache too) while it times the candidates
+// whose kernels are ready, key after key; a candidate clearly slower than the best so far
+// is dropped after one run (racing). The fastest candidate whose outputs match the
+// heuristic default's is persisted in the tuning file (runtime/autotune_db.h). A candidate
+// that fails to compile or run counts as infinitely slow, is logged, and tuning goes on.
 //
 // Timing is a parameter (CandidateTimer) so that tests drive the tuner without a GPU;
 // runtime/autotune_gpu.h times candidates on the device.
@@ -33,10 +35,19 @@ struct DeviceProfile {
 };
 
 // The median time of one candidate for `key`, in ms. Throws when it cannot run.
-using CandidateTimer = std::function<double(const TuningKey& key, const Candidate& candidate)>;
+// `beat_ms`: the time a candidate must beat to matter (infinity for the first one). A
+// timer may stop early and return a rough time above it once the candidate is clearly
+// slower: losers are the most of a set, and most of the tuning time.
+using CandidateTimer = std::function<double(const TuningKey& key, const Candidate& candidate, double beat_ms)>;
+
+// Empty when the candidate's outputs agree with the heuristic default's on the key's
+// tuning problem, else what differs. A candidate must pass it before it may win.
+using CandidateCheck = std::function<std::string(const TuningKey& key, const Candidate& candidate)>;
 
 struct TuneProgress {
   enum class Phase { compiling, timing, done };
+  // compiling: the tuner waits for kernels; timing: it times candidates while the
+  // kernels of later keys keep compiling.
   Phase phase = Phase::compiling;
   int compiled = 0, to_compile = 0;  // distinct kernels
   int timed = 0, to_time = 0;        // candidates
@@ -47,16 +58,19 @@ struct TuneProgress {
 using TuneProgressSink = std::function<void(const TuneProgress&)>;
 
 struct TunerOptions {
-  KernelCache* cache = nullptr;  // compiles every candidate first; null: the timer compiles (tests)
+  KernelCache* cache = nullptr;  // compiles the candidates ahead of timing; null: the timer compiles (tests)
   CandidateTimer timer;          // required
+  CandidateCheck check;          // optional: no check when empty
   DeviceIdentity device;         // whose winners are read and written
   DeviceLimits limits;           // prunes the candidate sets
   LogSink log;                   // failures (warning), one line per key (info)
   TuneProgressSink progress;     // optional
-  int compile_threads = 0;       // 0: hardware concurrency
+  int compile_threads = 0;       // 0: hardware concurrency less the timing thread's core
   // A candidate replaces the heuristic default only when it is faster by more than this
   // fraction: a tie within timing noise keeps the default.
   double min_gain = 0.01;
+  // The timer may give up on a candidate slower than the best so far by this fraction.
+  double race_margin = 0.15;
 };
 
 struct TuneResult {

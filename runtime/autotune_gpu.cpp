@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 
 #include "runtime/cpu/dtype_convert.h"
@@ -158,30 +159,101 @@ void GpuCandidateTimer::prepare(const TuningKey& key) {
     check_cuda(cuda_driver().cuStreamSynchronize(nullptr), "cuStreamSynchronize (autotune forward)");
   }
   prepared_ = key.name();
+  reference_.clear();
 }
 
-double GpuCandidateTimer::time(const TuningKey& key, const Candidate& candidate) {
+void GpuCandidateTimer::run(const TuningKey& key, const Candidate& candidate) {
+  if (key.pass == TunedPass::forward)
+    gpu_forward(cache_, forward_, validate_forward(forward_), nullptr, candidate);
+  else
+    gpu_backward(cache_, backward_, validate_backward(backward_), nullptr, candidate);
+}
+
+double GpuCandidateTimer::time(const TuningKey& key, const Candidate& candidate, double beat_ms) {
   ensure_context(device_);
   if (prepared_ != key.name()) prepare(key);
   const CudaDriver& d = cuda_driver();
-  auto zero = [&](Buffer b) {
-    check_cuda(d.cuMemsetD32Async(ptr_[b], 0, bytes_[b] / 4, nullptr), "cuMemsetD32Async (autotune reset)");
+  auto reset = [&] {
+    for (Buffer b : key.pass == TunedPass::forward ? std::vector<Buffer>{o} : std::vector<Buffer>{dq, dk, dv})
+      check_cuda(d.cuMemsetD32Async(ptr_[b], 0, bytes_[b] / 4, nullptr), "cuMemsetD32Async (autotune reset)");
   };
-  Timing t{};
+  auto enqueue = [&] { run(key, candidate); };
+  const Timing probe = time_on_stream(nullptr, enqueue, reset, kTuningProbe);
+  if (probe.min_ms > beat_ms) return probe.median_ms;
+  TimingOptions rest = timing_;
+  rest.warmup = 0;  // warm from the probe
+  return time_on_stream(nullptr, enqueue, reset, rest).median_ms;
+}
+
+// Every 61st row of each output of the pass (a prime stride: the rows fall at every
+// position within a tile), lse whole, as floats.
+std::vector<std::vector<float>> GpuCandidateTimer::sample_outputs(const TuningKey& key) {
+  const CudaDriver& d = cuda_driver();
+  check_cuda(d.cuStreamSynchronize(nullptr), "cuStreamSynchronize (autotune check)");
+  const ProblemKey pk = tuning_problem(key);
+  const std::size_t row_elements = static_cast<std::size_t>(pk.heads_q * pk.head_dim);
+  const std::size_t rows = static_cast<std::size_t>(pk.batch * pk.seqlen_q);
+  constexpr std::size_t kStride = 61;
+  std::vector<std::vector<float>> out;
+  auto sampled = [&](Buffer b) {
+    std::vector<std::uint16_t> bits(row_elements * ((rows + kStride - 1) / kStride));
+    CUDA_MEMCPY2D copy{};
+    copy.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    copy.srcDevice = ptr_[b];
+    copy.srcPitch = kStride * row_elements * 2;
+    copy.dstMemoryType = CU_MEMORYTYPE_HOST;
+    copy.dstHost = bits.data();
+    copy.dstPitch = row_elements * 2;
+    copy.WidthInBytes = row_elements * 2;
+    copy.Height = (rows + kStride - 1) / kStride;
+    check_cuda(d.cuMemcpy2D(&copy), "cuMemcpy2D (autotune check)");
+    std::vector<float> values(bits.size());
+    for (std::size_t i = 0; i < bits.size(); ++i)
+      values[i] = key.dtype == DType::bf16 ? cpu::bf16_bits_to_float(bits[i]) : cpu::half_bits_to_float(bits[i]);
+    out.push_back(std::move(values));
+  };
   if (key.pass == TunedPass::forward) {
-    const Problem p = validate_forward(forward_);
-    t = time_on_stream(
-        nullptr, [&] { gpu_forward(cache_, forward_, p, nullptr, candidate); }, [&] { zero(o); }, timing_);
+    sampled(o);
+    std::vector<float> lse_values(static_cast<std::size_t>(pk.batch * pk.heads_q * pk.seqlen_q));
+    check_cuda(d.cuMemcpyDtoH(lse_values.data(), ptr_[lse], lse_values.size() * 4), "cuMemcpyDtoH (autotune check)");
+    out.push_back(std::move(lse_values));
   } else {
-    const Problem p = validate_backward(backward_);
-    t = time_on_stream(
-        nullptr, [&] { gpu_backward(cache_, backward_, p, nullptr, candidate); },
-        [&] {
-          for (Buffer b : {dq, dk, dv}) zero(b);
-        },
-        timing_);
+    for (Buffer b : {dq, dk, dv}) sampled(b);
   }
-  return t.median_ms;
+  return out;
+}
+
+std::string GpuCandidateTimer::check(const TuningKey& key, const Candidate& candidate) {
+  ensure_context(device_);
+  if (prepared_ != key.name()) prepare(key);
+  const CudaDriver& d = cuda_driver();
+  // Outputs poisoned with NaN (all bits set) first: a row the candidate does not write shows.
+  auto poisoned_run = [&](const Candidate& c) {
+    for (Buffer b : key.pass == TunedPass::forward ? std::vector<Buffer>{o, lse} : std::vector<Buffer>{dq, dk, dv})
+      check_cuda(d.cuMemsetD32Async(ptr_[b], 0xffffffffu, bytes_[b] / 4, nullptr), "cuMemsetD32Async (autotune check)");
+    run(key, c);
+    return sample_outputs(key);
+  };
+  if (reference_.empty()) reference_ = poisoned_run(heuristic_candidate(key));
+  const std::vector<std::vector<float>> got = poisoned_run(candidate);
+  const char* const names[] = {key.pass == TunedPass::forward ? "o" : "dq", key.pass == TunedPass::forward ? "lse" : "dk",
+                               "dv"};
+  for (std::size_t t = 0; t < got.size(); ++t) {
+    const std::vector<float>& ref = reference_[t];
+    float scale = 0;
+    for (float x : ref)
+      if (std::isfinite(x)) scale = std::max(scale, std::abs(x));
+    // Kernels with other tiles sum in another order: their outputs differ by a few units
+    // in the last place of the dtype; a wrong tile is off by the values' own size.
+    const float tolerance = 0x1p-6f * scale + 1e-6f;
+    for (std::size_t i = 0; i < ref.size(); ++i) {
+      const bool both_same_inf = std::isinf(ref[i]) && ref[i] == got[t][i];
+      if (!both_same_inf && !(std::abs(got[t][i] - ref[i]) <= tolerance))
+        return fmt::format("{} sample {}: {} where the default gives {} (tolerance {:.3g})", names[t], i, got[t][i],
+                           ref[i], tolerance);
+    }
+  }
+  return {};
 }
 
 }  // namespace flashgen

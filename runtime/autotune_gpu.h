@@ -28,6 +28,9 @@ std::vector<TuningKey> tuning_keys(const TuneShape& shape, Arch arch);
 
 // Tuning is quicker than benchmarking: one warm-up, the median of five runs.
 constexpr TimingOptions kTuningTiming{1, 5, true};
+// A candidate first runs once after its warm-up: when that run is already slower than the
+// time to beat, it is a loser and its timing stops there.
+constexpr TimingOptions kTuningProbe{1, 1, true};
 
 // Times candidates on `device` (kernels through `cache`). Device buffers are sized for the
 // largest tuning problem seen and reused; the current context must be the device's.
@@ -38,10 +41,19 @@ class GpuCandidateTimer {
   GpuCandidateTimer(const GpuCandidateTimer&) = delete;
   GpuCandidateTimer& operator=(const GpuCandidateTimer&) = delete;
 
-  // Median ms of one whole pass (forward, or backward: every kernel of the candidate).
-  double time(const TuningKey& key, const Candidate& candidate);
+  // Median ms of one whole pass (forward, or backward: every kernel of the candidate);
+  // the probe run's time when that is above beat_ms.
+  double time(const TuningKey& key, const Candidate& candidate, double beat_ms);
   CandidateTimer timer() {
-    return [this](const TuningKey& k, const Candidate& c) { return time(k, c); };
+    return [this](const TuningKey& k, const Candidate& c, double beat_ms) { return time(k, c, beat_ms); };
+  }
+
+  // Runs the candidate once and compares a sample of its outputs (every 61st row of o and
+  // lse, or of dq, dk and dv) with the heuristic default's: empty when they agree within
+  // the rounding two kernels' summation orders may differ by, else what differs.
+  std::string check(const TuningKey& key, const Candidate& candidate);
+  CandidateCheck checker() {
+    return [this](const TuningKey& k, const Candidate& c) { return check(k, c); };
   }
 
  private:
@@ -49,6 +61,8 @@ class GpuCandidateTimer {
   void prepare(const TuningKey& key);
   void reserve(Buffer b, std::size_t bytes);
   void fill_random(Buffer b, std::size_t elements, DType dtype);
+  void run(const TuningKey& key, const Candidate& candidate);
+  std::vector<std::vector<float>> sample_outputs(const TuningKey& key);
 
   KernelCache& cache_;
   int device_;
@@ -56,6 +70,7 @@ class GpuCandidateTimer {
   CUdeviceptr ptr_[kBuffers] = {};
   std::size_t bytes_[kBuffers] = {};
   std::string prepared_;  // the key whose inputs (and, backward, o and lse) are on the device
+  std::vector<std::vector<float>> reference_;  // the heuristic default's sampled outputs for prepared_
   ForwardArgs forward_;
   BackwardArgs backward_;
 };

@@ -71,6 +71,7 @@ CudaDriver load_driver() {
   FLASHGEN_RESOLVE(cuMemsetD32Async);
   FLASHGEN_RESOLVE(cuMemcpyHtoD);
   FLASHGEN_RESOLVE(cuMemcpyDtoH);
+  FLASHGEN_RESOLVE(cuMemcpy2D);
   FLASHGEN_RESOLVE(cuMemGetInfo);
   FLASHGEN_RESOLVE(cuDeviceGetMemPool);
   FLASHGEN_RESOLVE(cuMemPoolGetAttribute);

@@ -37,6 +37,7 @@ struct CudaDriver {
   CUresult (*cuMemsetD32Async)(CUdeviceptr, unsigned int, size_t, CUstream);
   CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void*, size_t);
   CUresult (*cuMemcpyDtoH)(void*, CUdeviceptr, size_t);
+  CUresult (*cuMemcpy2D)(const CUDA_MEMCPY2D*);
   CUresult (*cuMemGetInfo)(size_t*, size_t*);
   CUresult (*cuDeviceGetMemPool)(CUmemoryPool*, CUdevice);
   CUresult (*cuMemPoolGetAttribute)(CUmemoryPool, CUmemPool_attribute, void*);

@@ -85,6 +85,7 @@ struct Runtime::Impl {
       TunerOptions o;
       o.cache = &kernels();
       o.timer = timer.timer();
+      o.check = timer.checker();
       o.device = dev.identity;
       o.limits = dev.limits;
       o.log = options.log;

@@ -19,6 +19,7 @@
 #include "runtime/cpu/cpu_attention.h"
 #include "runtime/cpu/dtype_convert.h"
 #include "runtime/cuda_driver.h"
+#include "runtime/kernel_cache.h"
 #include "runtime/validate.h"
 #include "tests/cache/cache_test_support.h"
 
@@ -160,6 +161,27 @@ TEST_F(AutotuneGpu, TunesASmallSetPersistsItAndReusesIt) {
   startup.tune_shapes = {small_shape()};
   Runtime warm(startup);
   for (const TuneOutcome& t : warm.tune({small_shape()})) EXPECT_TRUE(t.cached) << t.key;
+}
+
+// Every candidate of the small set computes what the default computes (the check passes),
+// and a kernel that computes something else (causal mask dropped) is caught.
+TEST_F(AutotuneGpu, TheCheckPassesEveryCandidateAndCatchesAWrongKernel) {
+  ScratchDir dir;
+  KernelCacheOptions cache_options;
+  cache_options.dir = dir.path() / "kernels";
+  KernelCache cache(std::move(cache_options));
+  const DeviceProfile device = query_device_profile(0);
+  GpuCandidateTimer timer(cache, 0);
+  for (const TuningKey& k : tuning_keys(small_shape(), device.arch)) {
+    SCOPED_TRACE(k.name());
+    const CandidateSet set = tuning_candidates(k, device.limits);
+    for (const Candidate& c : set.candidates) EXPECT_EQ(timer.check(k, c), "") << candidate_name(c);
+    Candidate wrong = set.candidates.front();
+    for (KernelSpec& s : wrong) s.causal = false;
+    EXPECT_THAT(timer.check(k, wrong), ::testing::HasSubstr("where the default gives"));
+    // Racing: a time to beat below anything gives the one probe run's time back.
+    EXPECT_GT(timer.time(k, set.candidates.front(), 1e-9), 0.0);
+  }
 }
 
 TEST_F(AutotuneGpu, APersistedWinnerIsWhatForwardAndBackwardLaunch) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <random>
@@ -70,9 +71,11 @@ struct FakeTimer {
     if (it == times.end()) it = times.emplace(name, std::uniform_real_distribution<double>(1.0, 2.0)(rng)).first;
     return it->second;
   }
+  std::vector<double> beats;  // the time to beat of each call
   CandidateTimer timer() {
-    return [this](const TuningKey& k, const Candidate& c) {
+    return [this](const TuningKey& k, const Candidate& c, double beat_ms) {
       ++calls;
+      beats.push_back(beat_ms);
       if (std::find(throwing.begin(), throwing.end(), candidate_name(c)) != throwing.end())
         throw Error(Status::cuda_error, "cuLaunchKernel failed: too many resources requested for launch");
       return time_of(k, c);
@@ -130,6 +133,61 @@ TEST(Autotune, PicksTheFastestCandidateAndPersistsIt) {
   EXPECT_THAT(log.warnings, ::testing::IsEmpty());
 }
 
+// Racing: each candidate is told the time it must beat, the best so far of its key plus
+// the race margin (infinity for the first).
+TEST(Autotune, EachCandidateIsToldTheBestTimeSoFarPlusTheRaceMargin) {
+  ScratchDir dir;
+  Log log;
+  FakeTimer timer(std::random_device{}());
+  const TuningKey k = key(128, TunedPass::backward);
+  const std::vector<TuningKey> keys = {k};
+  TuningDb db(dir.path(), log.sink());
+  TunerOptions o = options(timer, log);
+  o.race_margin = 0.25;
+  autotune(db, keys, false, o);
+  const CandidateSet set = tuning_candidates(k);
+  ASSERT_EQ(timer.beats.size(), set.candidates.size());
+  double best = std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < set.candidates.size(); ++i) {
+    EXPECT_DOUBLE_EQ(timer.beats[i], best * 1.25) << "candidate " << i;
+    best = std::min(best, timer.time_of(k, set.candidates[i]));
+  }
+}
+
+// The fastest candidate wins only when its outputs pass the check; one that fails is
+// logged, counted as failed, and the next fastest is asked.
+TEST(Autotune, AWinnerWhoseOutputsDifferGivesWayToTheNextFastest) {
+  const unsigned seed = std::random_device{}();
+  SCOPED_TRACE(testing::Message() << "seed " << seed);
+  ScratchDir dir;
+  Log log;
+  FakeTimer timer(seed);
+  const TuningKey k = key(64, TunedPass::backward);
+  const CandidateSet set = tuning_candidates(k);
+  ASSERT_GE(set.candidates.size(), 3u);
+  // The default is slowest, so that everything else beats it.
+  for (const Candidate& c : set.candidates) timer.time_of(k, c);
+  timer.times[k.name() + "/" + candidate_name(set.candidates[0])] = 10.0;
+  const size_t first = fastest(timer, k);
+  const size_t second = fastest(timer, k, {candidate_name(set.candidates[first])});
+  std::vector<std::string> checked;
+  TunerOptions o = options(timer, log);
+  o.check = [&](const TuningKey&, const Candidate& c) -> std::string {
+    checked.push_back(candidate_name(c));
+    return c == set.candidates[first] ? "dq sample 3: 7 where the default gives 1" : "";
+  };
+  TuningDb db(dir.path(), log.sink());
+  const std::vector<TuningKey> keys = {k};
+  const TuneResult r = autotune(db, keys, false, o).at(0);
+  EXPECT_EQ(r.winner, set.candidates[second]);
+  EXPECT_EQ(r.failed, 1);
+  EXPECT_EQ(checked, (std::vector<std::string>{candidate_name(set.candidates[first]),
+                                               candidate_name(set.candidates[second])}));
+  ASSERT_EQ(log.warnings.size(), 1u);
+  EXPECT_THAT(log.warnings[0], HasSubstr("outputs differ"));
+  EXPECT_THAT(log.warnings[0], HasSubstr("dq sample 3"));
+}
+
 TEST(Autotune, AThrowingCandidateIsInfinitelySlowAndTuningGoesOn) {
   const unsigned seed = std::random_device{}();
   SCOPED_TRACE(testing::Message() << "seed " << seed);
@@ -179,7 +237,7 @@ TEST(Autotune, ATieWithinTheMinimumGainKeepsTheDefault) {
   o.log = log.sink();
   o.min_gain = 0.02;
   // Every other candidate is 1% faster than the default: noise, not a win.
-  o.timer = [&](const TuningKey&, const Candidate& c) {
+  o.timer = [&](const TuningKey&, const Candidate& c, double) {
     ++calls;
     return c == def ? 1.0 : 0.99;
   };
@@ -187,7 +245,7 @@ TEST(Autotune, ATieWithinTheMinimumGainKeepsTheDefault) {
   const std::vector<TuningKey> keys = {k};
   EXPECT_EQ(autotune(db, keys, false, o).at(0).winner, def);
   // 5% faster is a win.
-  o.timer = [&](const TuningKey&, const Candidate& c) { return c == def ? 1.0 : 0.95; };
+  o.timer = [&](const TuningKey&, const Candidate& c, double) { return c == def ? 1.0 : 0.95; };
   EXPECT_NE(autotune(db, keys, true, o).at(0).winner, def);
 }
 
@@ -224,7 +282,7 @@ TEST(Autotune, PersistedWinnersAreReusedAndAChangedSetRetunesOnlyItself) {
   EXPECT_EQ(timer.calls, 2 * first + n128);
 }
 
-TEST(Autotune, CandidatesAreCompiledFirstAndOneThatDoesNotCompileIsSkipped) {
+TEST(Autotune, CandidatesCompileAheadOfTimingAndOneThatDoesNotCompileIsSkipped) {
   ScratchDir dir;
   Log log;
   const TuningKey k = key(64);
@@ -260,10 +318,12 @@ TEST(Autotune, CandidatesAreCompiledFirstAndOneThatDoesNotCompileIsSkipped) {
 
   ASSERT_FALSE(progress.empty());
   EXPECT_EQ(progress.back().phase, TuneProgress::Phase::done);
-  const auto compiled = std::count_if(progress.begin(), progress.end(), [](const TuneProgress& p) {
-    return p.phase == TuneProgress::Phase::compiling && p.compiled > 0;
-  });
-  EXPECT_EQ(compiled, static_cast<long>(set.candidates.size()));
+  for (size_t i = 1; i < progress.size(); ++i) {
+    EXPECT_GE(progress[i].compiled, progress[i - 1].compiled);
+    EXPECT_EQ(progress[i].timed, progress[i - 1].timed + (progress[i].phase == TuneProgress::Phase::timing));
+  }
+  EXPECT_EQ(progress.back().compiled, static_cast<int>(set.candidates.size()));
+  EXPECT_EQ(progress.back().to_compile, static_cast<int>(set.candidates.size()));
   EXPECT_EQ(progress.back().timed, r.candidates);
 }
 

@@ -104,29 +104,27 @@ class ProgressView {
   ~ProgressView() { clear(); }
 
   void operator()(const TuneProgress& p) {
-    const bool compiling = p.phase == TuneProgress::Phase::compiling;
-    const int done = compiling ? p.compiled : p.timed, total = compiling ? p.to_compile : p.to_time;
-    const std::string eta = p.eta_s >= 0 ? fmt::format("ETA {:.0f} s", p.eta_s) : "ETA ?";
     if (p.phase == TuneProgress::Phase::done) {
       clear();
       return;
     }
+    // Kernels compile ahead of timing: the bar follows the timed candidates.
+    const std::string counts = fmt::format("timed {}/{} candidates, compiled {}/{} kernels", p.timed, p.to_time,
+                                           p.compiled, p.to_compile);
+    const std::string eta = p.eta_s >= 0 ? fmt::format("ETA {:.0f} s", p.eta_s) : "ETA ?";
     if (tty_) {
       constexpr int kWidth = 30;
-      const int filled = total > 0 ? kWidth * done / total : 0;
-      fmt::print(stderr, "\r\033[K[{}{}] {} {}/{} {}, {}  {}", std::string(filled, '#'), std::string(kWidth - filled, '.'),
-                 compiling ? "compiled" : "timed", done, total, compiling ? "kernels" : "candidates", eta, p.current);
+      const int filled = p.to_time > 0 ? kWidth * p.timed / p.to_time : 0;
+      fmt::print(stderr, "\r\033[K[{}{}] {}, {}  {}", std::string(filled, '#'), std::string(kWidth - filled, '.'), counts,
+                 eta, p.current);
       std::fflush(stderr);
       drawn_ = true;
       return;
     }
-    // Plain: one line per tenth of a phase, and one per key timed.
-    const int tenth = total > 0 ? 10 * done / total : 10;
-    if (p.phase != last_phase_ || tenth != last_tenth_ || p.current != last_key_)
-      fmt::print(stderr, "flashgen tune: {} {}/{} {}, {:.1f} s, {}{}\n", compiling ? "compiled" : "timed", done, total,
-                 compiling ? "kernels" : "candidates", p.elapsed_s, eta, p.current.empty() ? "" : "  " + p.current);
-    last_phase_ = p.phase;
-    last_tenth_ = tenth;
+    // Plain: one line per key timed.
+    if (p.current != last_key_)
+      fmt::print(stderr, "flashgen tune: {}, {:.1f} s, {}{}\n", counts, p.elapsed_s, eta,
+                 p.current.empty() ? "" : "  " + p.current);
     last_key_ = p.current;
   }
 
@@ -139,8 +137,6 @@ class ProgressView {
  private:
   bool tty_;
   bool drawn_ = false;
-  TuneProgress::Phase last_phase_ = TuneProgress::Phase::done;
-  int last_tenth_ = -1;
   std::string last_key_;
 };
 
@@ -185,6 +181,7 @@ void run_tune(const TuneOptions& o) {
   TunerOptions options;
   options.cache = &cache;
   options.timer = timer.timer();
+  options.check = timer.checker();
   options.device = device.identity;
   options.limits = device.limits;
   options.log = log;
