@@ -38,7 +38,7 @@ if [[ $mode == train ]]; then
   grep -E '^(FAIL|ERROR):|^Ran |^OK|^FAILED' "$out/test_torch.log"
   echo "== examples/train_gpt.py: flashgen vs SDPA (+ SDPA again: run-to-run noise) =="
   t0=$(date +%s)
-  python3 "$root/examples/train_gpt.py" --attn both --noise-baseline --noise-seed "${NOISE_SEED:-1234}" --steps 500 --out-dir "$out/train" \
+  python3 "$root/examples/train_gpt.py" --attn both --noise-baseline --noise-seeds "${NOISE_SEEDS:-1234,4321,777}" --steps 500 --out-dir "$out/train" \
     >"$out/train.log" 2>&1
   rc=$?
   echo "train_gpt.py: exit $rc after $(( $(date +%s) - t0 )) s (log: train.log; plot: train/train_gpt.png)"

@@ -16,9 +16,9 @@ Defaults: 6 layers, d_model 512, 8 heads (head_dim 64), context 1024, batch 32,
 Each run reports its loss curve (train loss every --log-every steps, validation loss at
 the end), tokens/s (after the first steps, which include kernel compilation), peak
 memory (torch.cuda.max_memory_allocated) and its final losses. --noise-baseline runs
-SDPA a second time with the same seed (or --noise-seed: another initialisation and data
-order): its distance to the first SDPA run is the run-to-run noise that flashgen's
-distance to SDPA is measured against. Writes
+SDPA again, once per --noise-seeds seed (default: --seed again; another seed is another
+initialisation and data order): the largest distance of these runs to the first SDPA
+run is the run-to-run noise that flashgen's distance to SDPA is measured against. Writes
 <out-dir>/train_gpt.json and a plot of the loss curves (matplotlib, if installed).
 
 Works with torch >= 1.13 (no torch.compile needed); where torch has no SDPA (< 2.0),
@@ -53,7 +53,7 @@ VOCAB = 256  # bytes
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--attn", choices=("flashgen", "sdpa", "both"), default="both")
-    p.add_argument("--noise-baseline", action="store_true", help="with --attn both: run SDPA twice (same seed unless --noise-seed)")
+    p.add_argument("--noise-baseline", action="store_true", help="with --attn both: run SDPA again once per --noise-seeds seed")
     p.add_argument("--tiny", action="store_true", help="the tiny CPU configuration (explicit flags still win)")
     p.add_argument("--steps", type=int)
     p.add_argument("--batch", type=int)
@@ -67,8 +67,9 @@ def parse_args(argv=None):
     p.add_argument("--log-every", type=int)
     p.add_argument("--val-batches", type=int)
     p.add_argument("--seed", type=int, default=1234)
-    p.add_argument("--noise-seed", type=int, default=None,
-                   help="seed of the repeated SDPA run (default: --seed; another seed measures seed-to-seed noise)")
+    p.add_argument("--noise-seeds", type=lambda text: [int(x) for x in text.split(",")], default=None,
+                   help="comma-separated seeds of the repeated SDPA runs (default: --seed; other seeds measure "
+                        "seed-to-seed noise)")
     p.add_argument("--out-dir", type=pathlib.Path, default=pathlib.Path("train_gpt_out"))
     p.add_argument("--plot", type=pathlib.Path, help="PNG path (default: <out-dir>/train_gpt.png)")
     args = p.parse_args(argv)
@@ -252,10 +253,10 @@ def train(name, attn, args, train_data, val_data, device, seed):
 # --- report -------------------------------------------------------------------------
 
 def summary_table(runs):
-    lines = [f"{'run':14s} {'final train':>11s} {'val loss':>9s} {'tokens/s':>10s} {'peak MiB':>9s}"]
+    lines = [f"{'run':16s} {'final train':>11s} {'val loss':>9s} {'tokens/s':>10s} {'peak MiB':>9s}"]
     for r in runs:
         peak = "-" if r["peak_memory_bytes"] is None else f"{r['peak_memory_bytes'] / 2**20:.0f}"
-        lines.append(f"{r['name']:14s} {r['final_train_loss']:11.4f} {r['val_loss']:9.4f} "
+        lines.append(f"{r['name']:16s} {r['final_train_loss']:11.4f} {r['val_loss']:9.4f} "
                      f"{r['tokens_per_s']:10.0f} {peak:>9s}")
     return "\n".join(lines)
 
@@ -269,6 +270,19 @@ def differences(runs):
     return {f"{r['name']} - sdpa": {"val_loss": r["val_loss"] - base["val_loss"],
                                     "final_train_loss": r["final_train_loss"] - base["final_train_loss"]}
             for r in runs if r is not base}
+
+
+def verdict(runs):
+    """flashgen's val-loss distance to SDPA against the largest distance of SDPA's repeats."""
+    diffs = differences(runs)
+    gap = diffs.get("flashgen - sdpa", {}).get("val_loss")
+    noise = [abs(d["val_loss"]) for name, d in diffs.items() if name.startswith("sdpa (")]
+    if gap is None or not noise:
+        return ""
+    within = abs(gap) <= max(noise)
+    return (f"val loss |flashgen - sdpa| = {abs(gap):.4f} {'<=' if within else '>'} run-to-run noise "
+            f"{max(noise):.4f} (largest |sdpa repeat - sdpa| of {len(noise)}): "
+            f"{'within' if within else 'outside'} the noise")
 
 
 def plot(runs, path):
@@ -305,25 +319,23 @@ def main(argv=None):
     if device.type == "cuda" and not torch.cuda.is_available():
         sys.exit("--device cuda: no CUDA device; use --device cpu (or --tiny)")
     names = {"flashgen": ["flashgen"], "sdpa": ["sdpa"], "both": ["flashgen", "sdpa"]}[args.attn]
-    if args.noise_baseline:
-        names.append("sdpa (repeat)")
+    noise_seeds = (args.noise_seeds or [args.seed]) if args.noise_baseline else []
+    plan = [(name, args.seed) for name in names] + [(f"sdpa (seed {s})", s) for s in noise_seeds]
 
     train_data, val_data, corpus = load_corpus()
     train_data, val_data = train_data.to(device), val_data.to(device)
     print(f"corpus: {corpus['train_tokens']} train / {corpus['val_tokens']} val bytes from {corpus['stdlib']}; "
           f"{args.layers} layers, d_model {args.d_model}, {args.heads} heads, context {args.context}, "
           f"batch {args.batch}, {args.steps} steps, {args.dtype} on {device}", flush=True)
-    noise_seed = args.seed if args.noise_seed is None else args.noise_seed
-    runs = [train(name, name.split()[0], args, train_data, val_data, device,
-                  noise_seed if name == "sdpa (repeat)" else args.seed) for name in names]
+    runs = [train(name, name.split()[0], args, train_data, val_data, device, seed) for name, seed in plan]
 
-    config = {k: getattr(args, k) for k in (*DEFAULTS, "seed", "noise_seed", "tiny", "noise_baseline")}
+    config = {k: getattr(args, k) for k in (*DEFAULTS, "seed", "noise_seeds", "tiny", "noise_baseline")}
     summary = {
         "config": config, "corpus": corpus, "torch": torch.__version__, "flashgen": flashgen.library_version(),
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "sdpa": "F.scaled_dot_product_attention" if hasattr(F, "scaled_dot_product_attention")
                 else "standard attention in torch (this torch has no SDPA)",
-        "runs": runs, "differences": differences(runs),
+        "runs": runs, "differences": differences(runs), "verdict": verdict(runs),
     }
     args.out_dir.mkdir(parents=True, exist_ok=True)
     (args.out_dir / "train_gpt.json").write_text(json.dumps(summary, indent=1))
@@ -332,6 +344,8 @@ def main(argv=None):
     print(summary_table(runs))
     for name, d in summary["differences"].items():
         print(f"{name}: val loss {d['val_loss']:+.4f}, final train loss {d['final_train_loss']:+.4f}")
+    if summary["verdict"]:
+        print(summary["verdict"])
 
 
 if __name__ == "__main__":
