@@ -47,12 +47,13 @@ KernelSpec forward_spec(const ProblemKey& p, Arch arch) {
   const int d = s.padded_head_dim();
   // sm_90a: wgmma (KernelSpec::uses_wgmma). Tiles from `flashgen tune` on the H200: d64
   // 128x64 (two warpgroups) and, under a mask, 64x64 (one warpgroup, more CTAs on the
-  // short causal rows); d128 and d256 two warpgroups (1.05-1.4x FA2 there).
-  // d256 with a mask or softcap streams 32-key tiles: at 64 keys its wgmma tile spills 32 bytes.
+  // short causal rows); d96 (stored 128 wide) and d128, d160..d256 two warpgroups (1.05-1.4x
+  // FA2 at d128 and d256). d160..d256 with a mask or softcap stream 32-key tiles: at 64 keys
+  // the d256 wgmma tile spills 32 bytes.
   const bool masked = p.causal || p.window;
   if (arch == Arch::sm_90a && d == 64) return first_valid(s, {masked ? Tiles{64, 64, 4, 2} : Tiles{128, 64, 8, 2}});
-  if (arch == Arch::sm_90a && d == 128) return first_valid(s, {{128, 128, 8, 2}, {128, 64, 8, 2}});
-  if (arch == Arch::sm_90a && d == 256)
+  if (arch == Arch::sm_90a && (d == 96 || d == 128)) return first_valid(s, {{128, 128, 8, 2}, {128, 64, 8, 2}});
+  if (arch == Arch::sm_90a && d >= 160 && d % 32 == 0)
     return first_valid(s, {{128, masked || p.softcap ? 32 : 64, 8, 2}});
   // Up to d64, 32 query rows per warp fit (248 registers): each K/V fragment feeds two mma.
   if (d <= 64) return first_valid(s, {{128, 64, 4, 2}, {128, 128, 8, 2}, {64, 64, 4, 2}});
@@ -71,9 +72,9 @@ KernelSpec rowwise_spec(const ProblemKey& p, Pass pass, Arch arch) {
 KernelSpec dkdv_spec(const ProblemKey& p, Arch arch) {
   const KernelSpec s = base_spec(p, Pass::bwd_dkdv, arch);
   const int d = s.padded_head_dim();
-  // 64x128 on 8 warps is wgmma on sm_90a (two warpgroups, KernelSpec::uses_wgmma) at d64 and
-  // d128; at d128 the softcap slope spills 96 bytes there, so softcap keeps mma.sync.
-  if (arch == Arch::sm_90a && d == 128 && !p.softcap) return first_valid(s, {{64, 128, 8, 2}});
+  // 64x128 on 8 warps is wgmma on sm_90a (two warpgroups, KernelSpec::uses_wgmma) at d64, d96
+  // and d128; at d128 the softcap slope spills 96 bytes there, so softcap keeps mma.sync.
+  if (arch == Arch::sm_90a && (d == 96 || d == 128) && !p.softcap) return first_valid(s, {{64, 128, 8, 2}});
   if (d <= 64) return first_valid(s, {{64, 128, 8, 2}, {64, 64, 8, 2}, {64, 64, 4, 1}});
   if (d <= 96) return first_valid(s, {{64, 64, 8, 2}, {64, 64, 8, 1}, {32, 64, 4, 1}});
   // The softcap derivative keeps 16 more registers live per thread, and ptxas schedules the

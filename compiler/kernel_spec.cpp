@@ -126,10 +126,12 @@ bool KernelSpec::uses_wgmma() const {
   if (arch != Arch::sm_90a) return false;
   auto wgmma_width = [](int n) { return n == 64 || n == 128 || n == 256; };
   const int d = padded_head_dim();
+  // Forward: any head dim in 32-column parts from 64 up (wgmma_rs_mn_major splits P.V).
   if (pass == Pass::fwd)
-    return warps % 4 == 0 && block_m == 16 * warps && (block_n == 32 || wgmma_width(block_n)) && wgmma_width(d);
+    return warps % 4 == 0 && block_m == 16 * warps && (block_n == 32 || wgmma_width(block_n)) && d >= 64 &&
+           d % 32 == 0;
   // dK/dV: two warpgroups of 64 keys against 64-query tiles; dK and dV of 128 columns fill the registers.
-  if (pass == Pass::bwd_dkdv) return warps == 8 && block_n == 128 && block_m == 64 && (d == 64 || d == 128);
+  if (pass == Pass::bwd_dkdv) return warps == 8 && block_n == 128 && block_m == 64 && (d == 64 || d == 96 || d == 128);
   return false;
 }
 

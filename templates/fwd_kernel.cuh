@@ -10,8 +10,10 @@ namespace flash {
 struct FwdLayout {
   template <int R, int C>
   using Tile = typename Select<kWgmma, WgmmaTile<R, C>, SmemTile<R, C>>::type;
-  using Q = Tile<kBlockM, kHeadDimPadded>;
-  using KV = Tile<kBlockN, kHeadDimPadded>;
+  // wgmma tiles are whole 64-column blocks: d96 is stored 128 wide, its last 32 columns zero.
+  static constexpr int kCols = kWgmma ? (kHeadDimPadded + 63) / 64 * 64 : kHeadDimPadded;
+  using Q = Tile<kBlockM, kCols>;
+  using KV = Tile<kBlockN, kCols>;
   static constexpr int kStageBytes = 2 * KV::kBytes;  // K then V
   static constexpr int kBytes = Q::kBytes + kStages * kStageBytes;
 };
@@ -38,7 +40,7 @@ __device__ __forceinline__ void wgmma_p_v(float (&o)[kDT][4], const float (&p)[k
   for (int kk = 0; kk < kNT / 2; ++kk) c_to_a<kNT>(a[kk], p, kk);
   wgmma_fence();
 #pragma unroll
-  for (int kk = 0; kk < kNT / 2; ++kk) Wgmma<kDT * 8>::template rs<true>(o, a[kk], desc_mn_major<L::KV>(s_v, 16 * kk));
+  for (int kk = 0; kk < kNT / 2; ++kk) wgmma_rs_mn_major<L::KV>(o, a[kk], s_v, 16 * kk);
   wgmma_commit();
   wgmma_wait<0>();
 }

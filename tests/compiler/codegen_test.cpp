@@ -108,7 +108,11 @@ TEST(Codegen, WgmmaOnlyWhereTheTileHasTheWarpgroupShape) {
       {spec(Pass::fwd, 59, DType::f16, 128, 64, 8, 2, Arch::sm_90a), true},     // padded to 64
       {spec(Pass::fwd, 256, DType::bf16, 128, 64, 8, 2, Arch::sm_90a), true},
       {spec(Pass::fwd, 128, DType::bf16, 128, 128, 8, 2, Arch::sm_90), false},  // wgmma needs sm_90a
-      {spec(Pass::fwd, 96, DType::bf16, 128, 128, 8, 2, Arch::sm_90a), false},  // 96 is no wgmma width here
+      {spec(Pass::fwd, 96, DType::bf16, 128, 128, 8, 2, Arch::sm_90a), true},   // 128-wide tiles, P.V as 64 + 32
+      {spec(Pass::fwd, 224, DType::bf16, 128, 64, 8, 2, Arch::sm_90a), true},   // P.V as 128 + 64 + 32
+      {spec(Pass::fwd, 80, DType::bf16, 128, 64, 8, 2, Arch::sm_90a), false},   // 80 is no multiple of 32
+      {spec(Pass::bwd_dkdv, 96, DType::bf16, 64, 128, 8, 2, Arch::sm_90a), true},
+      {spec(Pass::bwd_dkdv, 160, DType::bf16, 64, 128, 8, 2, Arch::sm_90a), false},
       {spec(Pass::fwd, 256, DType::bf16, 128, 32, 8, 2, Arch::sm_90a), true},   // 32-key tiles (scores only)
       {spec(Pass::fwd, 128, DType::bf16, 128, 48, 8, 2, Arch::sm_90a), false},  // block_n 48
       {spec(Pass::fwd, 64, DType::bf16, 128, 64, 4, 2, Arch::sm_90a), false},   // 32 rows per warp
@@ -117,7 +121,7 @@ TEST(Codegen, WgmmaOnlyWhereTheTileHasTheWarpgroupShape) {
   for (const Case& c : cases) {
     EXPECT_EQ(c.spec.uses_wgmma(), c.wgmma) << c.spec.uri();
     const std::string src = generate_source(c.spec).source;
-    EXPECT_EQ(src.find("wgmma.mma_async") != std::string::npos, c.spec.pass == Pass::fwd) << c.spec.uri();
+    EXPECT_EQ(src.find("wgmma.mma_async") != std::string::npos, c.spec.pass != Pass::bwd_dq) << c.spec.uri();
     EXPECT_NE(src.find(std::string("constexpr bool kWgmma = ") + (c.wgmma ? "true;" : "false;")), std::string::npos)
         << c.spec.uri();
   }

@@ -646,6 +646,23 @@ struct Wgmma<256> {
   }
 };
 
+// d (8 * kNT columns) += A.B with A in registers and B MN-major in `Tile`'s 64-column
+// blocks, k rows k0..k0+15: the widest products that fit, block-aligned, so that widths
+// such as 96 (64 + 32) or 224 (128 + 64 + 32) need no wgmma shape of their own. The parts'
+// accumulators are consecutive 8-column groups of d: the layout of one 8 * kNT product.
+template <class Tile, int kNT, int kCol0 = 0>
+__device__ __forceinline__ void wgmma_rs_mn_major(float (&d)[kNT][4], const u32 (&a)[4], u32 tile, int k0) {
+  constexpr int kLeft = kNT * 8 - kCol0;
+  if constexpr (kLeft > 0) {
+    constexpr int kN = kLeft >= 256 ? 256 : kLeft >= 128 ? 128 : kLeft >= 64 ? 64 : 32;
+    static_assert(kLeft >= 32 && kCol0 % 64 == 0, "wgmma column parts: widths are multiples of 32");
+    using Part = float[kN / 8][4];
+    Wgmma<kN>::template rs<true>(*reinterpret_cast<Part*>(&d[kCol0 / 8]), a,
+                                 desc_mn_major<Tile>(tile + (kCol0 / 64) * Tile::kBlockBytes, k0));
+    wgmma_rs_mn_major<Tile, kNT, kCol0 + kN>(d, a, tile, k0);
+  }
+}
+
 }  // namespace flash
 
 // ---- softmax.cuh ----
@@ -857,8 +874,10 @@ namespace flash {
 struct BwdDkdvLayout {
   template <int R, int C>
   using Tile = typename Select<kWgmma, WgmmaTile<R, C>, SmemTile<R, C>>::type;
-  using KV = Tile<kBlockN, kHeadDimPadded>;
-  using Q = Tile<kBlockM, kHeadDimPadded>;  // Q and dO
+  // wgmma tiles are whole 64-column blocks: d96 is stored 128 wide, its last 32 columns zero.
+  static constexpr int kCols = kWgmma ? (kHeadDimPadded + 63) / 64 * 64 : kHeadDimPadded;
+  using KV = Tile<kBlockN, kCols>;
+  using Q = Tile<kBlockM, kCols>;  // Q and dO
   using DS = Tile<kBlockN, kBlockM>;        // dS^T, for the dQ product
   // Q, dO, lse*log2e, D; wgmma tiles start 1024-byte aligned.
   static constexpr int kAlign = kWgmma ? 1024 : 16;
@@ -891,7 +910,7 @@ __device__ __forceinline__ void wgmma_regs_t(float (&acc)[kDT][4], const u32 (&a
   using L = BwdDkdvLayout;
 #pragma unroll
   for (int kk = 0; kk < kMT / 2; ++kk)
-    Wgmma<kDT * 8>::template rs<true>(acc, a[kk], desc_mn_major<L::Q>(s_b, 16 * kk));
+    wgmma_rs_mn_major<L::Q>(acc, a[kk], s_b, 16 * kk);
 }
 
 // dQ (the tile's 64 queries x kN head-dim columns from col0) = dS.K, with dS^T and K
@@ -1096,14 +1115,18 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const FlashAttentionParams& p) {
       const int dq_d0 = (warp / kDqWarpsM) * (kHeadDimPadded / kDqWarpsD);
       float* dq_acc = p.dq_accum + ((static_cast<i64>(b) * p.heads_q + h) * p.seqlen_q_rounded + m0) * kHeadDimPadded;
       if constexpr (kWgmma) {
-        // dQ (64 queries x this warpgroup's head-dim columns) = dS.K, in parts of at most 32
-        // columns: 16 accumulator registers next to dK and dV's 128.
-        constexpr int kPartDT = kDqDT > 4 ? 4 : kDqDT;
+        // dQ (64 queries x this warpgroup's head-dim columns) = dS.K, in parts of 32 columns:
+        // 16 accumulator registers next to dK and dV's. Warpgroup w takes the columns from
+        // w * kWgCols (d96: 64 and 32; the parts start 32-column aligned in K's blocks).
+        constexpr int kWgCols = (kHeadDimPadded / 2 + 31) / 32 * 32;
+        const int wg_col0 = (warp / 4) * kWgCols;
+        const int parts = (min(kHeadDimPadded, wg_col0 + kWgCols) - wg_col0) / 32;
 #pragma unroll
-        for (int part = 0; part < kDqDT / kPartDT; ++part) {
-          const int col0 = dq_d0 + 8 * kPartDT * part;
-          float acc_dq[1][kPartDT][4];
-          wgmma_dq<kPartDT * 8>(acc_dq[0], s_ds, s_k, col0);
+        for (int part = 0; part < kWgCols / 32; ++part) {
+          if (part >= parts) break;
+          const int col0 = wg_col0 + 32 * part;
+          float acc_dq[1][4][4];
+          wgmma_dq<32>(acc_dq[0], s_ds, s_k, col0);
           wgmma_wait<0>();
           add_to_dq_accum(dq_acc, acc_dq, dq_row0, col0, lane);
         }

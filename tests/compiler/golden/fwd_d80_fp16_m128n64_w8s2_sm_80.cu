@@ -646,6 +646,23 @@ struct Wgmma<256> {
   }
 };
 
+// d (8 * kNT columns) += A.B with A in registers and B MN-major in `Tile`'s 64-column
+// blocks, k rows k0..k0+15: the widest products that fit, block-aligned, so that widths
+// such as 96 (64 + 32) or 224 (128 + 64 + 32) need no wgmma shape of their own. The parts'
+// accumulators are consecutive 8-column groups of d: the layout of one 8 * kNT product.
+template <class Tile, int kNT, int kCol0 = 0>
+__device__ __forceinline__ void wgmma_rs_mn_major(float (&d)[kNT][4], const u32 (&a)[4], u32 tile, int k0) {
+  constexpr int kLeft = kNT * 8 - kCol0;
+  if constexpr (kLeft > 0) {
+    constexpr int kN = kLeft >= 256 ? 256 : kLeft >= 128 ? 128 : kLeft >= 64 ? 64 : 32;
+    static_assert(kLeft >= 32 && kCol0 % 64 == 0, "wgmma column parts: widths are multiples of 32");
+    using Part = float[kN / 8][4];
+    Wgmma<kN>::template rs<true>(*reinterpret_cast<Part*>(&d[kCol0 / 8]), a,
+                                 desc_mn_major<Tile>(tile + (kCol0 / 64) * Tile::kBlockBytes, k0));
+    wgmma_rs_mn_major<Tile, kNT, kCol0 + kN>(d, a, tile, k0);
+  }
+}
+
 }  // namespace flash
 
 // ---- softmax.cuh ----
@@ -854,8 +871,10 @@ namespace flash {
 struct FwdLayout {
   template <int R, int C>
   using Tile = typename Select<kWgmma, WgmmaTile<R, C>, SmemTile<R, C>>::type;
-  using Q = Tile<kBlockM, kHeadDimPadded>;
-  using KV = Tile<kBlockN, kHeadDimPadded>;
+  // wgmma tiles are whole 64-column blocks: d96 is stored 128 wide, its last 32 columns zero.
+  static constexpr int kCols = kWgmma ? (kHeadDimPadded + 63) / 64 * 64 : kHeadDimPadded;
+  using Q = Tile<kBlockM, kCols>;
+  using KV = Tile<kBlockN, kCols>;
   static constexpr int kStageBytes = 2 * KV::kBytes;  // K then V
   static constexpr int kBytes = Q::kBytes + kStages * kStageBytes;
 };
@@ -882,7 +901,7 @@ __device__ __forceinline__ void wgmma_p_v(float (&o)[kDT][4], const float (&p)[k
   for (int kk = 0; kk < kNT / 2; ++kk) c_to_a<kNT>(a[kk], p, kk);
   wgmma_fence();
 #pragma unroll
-  for (int kk = 0; kk < kNT / 2; ++kk) Wgmma<kDT * 8>::template rs<true>(o, a[kk], desc_mn_major<L::KV>(s_v, 16 * kk));
+  for (int kk = 0; kk < kNT / 2; ++kk) wgmma_rs_mn_major<L::KV>(o, a[kk], s_v, 16 * kk);
   wgmma_commit();
   wgmma_wait<0>();
 }
