@@ -130,8 +130,11 @@ bool KernelSpec::uses_wgmma() const {
   if (pass == Pass::fwd)
     return warps % 4 == 0 && block_m == 16 * warps && (block_n == 32 || wgmma_width(block_n)) && d >= 64 &&
            d % 32 == 0;
-  // dK/dV: two warpgroups of 64 keys against 64-query tiles; dK and dV of 128 columns fill the registers.
-  if (pass == Pass::bwd_dkdv) return warps == 8 && block_n == 128 && block_m == 64 && (d == 64 || d == 96 || d == 128);
+  // dK/dV: two warpgroups over 64-query tiles: 64 keys each (d64/96/128: dK and dV of up to
+  // 128 columns fill the registers), or at d256 the same 64 keys, one head-dim half each.
+  if (pass == Pass::bwd_dkdv)
+    return warps == 8 && block_m == 64 &&
+           ((block_n == 128 && (d == 64 || d == 96 || d == 128)) || (block_n == 64 && d == 256));
   return false;
 }
 

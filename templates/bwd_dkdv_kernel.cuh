@@ -7,7 +7,9 @@
 // dK (times softmax_scale) and dV are written once, summed over the group: no atomics.
 // Warps split the keys (16-row slices) and, when there are more warps than slices,
 // the head dim of the dK/dV accumulators. With kWgmma (sm_90a) every product is a
-// wgmma: two warpgroups own 64 keys each, Q/dO/K/V/dS^T are read from shared memory.
+// wgmma: two warpgroups own 64 keys each (d <= 128) or, at d256, the same 64 keys and one
+// half of the head dim each (both compute S^T and dP^T: 1.4x the products, but P^T and
+// dS^T stay in registers); Q/dO/K/V/dS^T are read from shared memory.
 namespace flash {
 
 struct BwdDkdvLayout {
@@ -43,13 +45,13 @@ __device__ __forceinline__ void wgmma_scores_t(float (&s)[kMT][4], float (&dp)[k
 }
 
 // acc += X^T.B with X^T (this warp's keys x the tile's queries) in registers and B (Q or
-// dO, [query][d]) MN-major in shared memory. Issued, not waited for.
-template <int kMT, int kDT>
-__device__ __forceinline__ void wgmma_regs_t(float (&acc)[kDT][4], const u32 (&a)[kMT / 2][4], u32 s_b) {
-  using L = BwdDkdvLayout;
+// dO, [query][d], the warpgroup's head-dim columns from col0, a multiple of 64) MN-major in
+// shared memory. Issued, not waited for.
+template <int kMT, int kDT, class QT = BwdDkdvLayout::Q>  // QT a parameter: kBlockBytes exists on wgmma tiles only
+__device__ __forceinline__ void wgmma_regs_t(float (&acc)[kDT][4], const u32 (&a)[kMT / 2][4], u32 s_b, int col0) {
 #pragma unroll
   for (int kk = 0; kk < kMT / 2; ++kk)
-    wgmma_rs_mn_major<L::Q>(acc, a[kk], s_b, 16 * kk);
+    wgmma_rs_mn_major<QT>(acc, a[kk], s_b + (col0 / 64) * QT::kBlockBytes, 16 * kk);
 }
 
 // dQ (the tile's 64 queries x kN head-dim columns from col0) = dS.K, with dS^T and K
@@ -216,7 +218,7 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const FlashAttentionParams& p) {
       u32 a_ds[kMT / 2][4];
 #pragma unroll
       for (int kk = 0; kk < kMT / 2; ++kk) c_to_a<kMT>(a_ds[kk], dp[0], kk);
-      if constexpr (!kDeterministic) {  // dS^T -> shared memory for the dQ product, from the packed fragments
+      if (!kDeterministic && warp_d == 0) {  // dS^T -> shared memory for the dQ product, from the packed fragments
         const int g = lane >> 2, tq = lane & 3;
 #pragma unroll
         for (int kk = 0; kk < kMT / 2; ++kk)
@@ -225,8 +227,8 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const FlashAttentionParams& p) {
             st_shared_u32(s_ds + L::DS::elem(warp_row0 + g + 8 * (r & 1), 16 * kk + 8 * (r >> 1) + 2 * tq), a_ds[kk][r]);
       }
       wgmma_fence();
-      wgmma_regs_t<kMT>(acc_dv[0], a_p, s_do);
-      wgmma_regs_t<kMT>(acc_dk[0], a_ds, s_q);
+      wgmma_regs_t<kMT>(acc_dv[0], a_p, s_do, d0);
+      wgmma_regs_t<kMT>(acc_dk[0], a_ds, s_q, d0);
       wgmma_commit();
       // Frees the P^T and dS^T fragments before the dQ accumulators go live.
       if constexpr (!kDeterministic) wgmma_wait<0>();
@@ -259,7 +261,7 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const FlashAttentionParams& p) {
         // w * kWgCols (d96: 64 and 32; the parts start 32-column aligned in K's blocks).
         constexpr int kWgCols = (kHeadDimPadded / 2 + 31) / 32 * 32;
         const int wg_col0 = (warp / 4) * kWgCols;
-        const int parts = (min(kHeadDimPadded, wg_col0 + kWgCols) - wg_col0) / 32;
+        const int parts = kHeadDimPadded == 2 * kWgCols ? kWgCols / 32 : (min(kHeadDimPadded, wg_col0 + kWgCols) - wg_col0) / 32;
 #pragma unroll
         for (int part = 0; part < kWgCols / 32; ++part) {
           if (part >= parts) break;

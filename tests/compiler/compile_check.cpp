@@ -15,6 +15,17 @@ std::string compile_case_name(const CompileCase& c) {
                      c.window ? "_window" : "", c.softcap ? "_softcap" : "", to_string(c.arch));
 }
 
+namespace {
+
+// The one accepted exception: the sm_90a wgmma dK/dV kernel at padded head dim 256 (both
+// warpgroups on the same keys, one head-dim half each) spills 4 bytes in some variants
+// (docs/perf-notes.md, "d256 dK/dV on wgmma").
+int allowed_spill_bytes(const KernelSpec& s) {
+  return s.uses_wgmma() && s.pass == Pass::bwd_dkdv && s.padded_head_dim() == 256 ? 8 : 0;
+}
+
+}  // namespace
+
 void expect_compiles_without_spills(const CompileCase& c) {
   ProblemKey key;
   key.head_dim = c.head_dim;
@@ -32,8 +43,9 @@ void expect_compiles_without_spills(const CompileCase& c) {
     try {
       const CompiledKernel k = compile_kernel(s);
       EXPECT_FALSE(k.cubin.empty()) << s.uri();
-      EXPECT_EQ(k.resources.spill_stores, 0) << s.uri() << " spills (" << k.resources.registers << " registers)";
-      EXPECT_EQ(k.resources.spill_loads, 0) << s.uri() << " spills (" << k.resources.registers << " registers)";
+      const int allowed = allowed_spill_bytes(s);
+      EXPECT_LE(k.resources.spill_stores, allowed) << s.uri() << " spills (" << k.resources.registers << " registers)";
+      EXPECT_LE(k.resources.spill_loads, allowed) << s.uri() << " spills (" << k.resources.registers << " registers)";
       EXPECT_GT(k.resources.registers, 0) << s.uri() << ": no ptxas report parsed";
     } catch (const Error& e) {
       ADD_FAILURE() << s.uri() << ": " << e.what();
