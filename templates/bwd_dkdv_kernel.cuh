@@ -261,7 +261,7 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const FlashAttentionParams& p) {
         // w * kWgCols (d96: 64 and 32; the parts start 32-column aligned in K's blocks).
         constexpr int kWgCols = (kHeadDimPadded / 2 + 31) / 32 * 32;
         const int wg_col0 = (warp / 4) * kWgCols;
-        const int parts = kHeadDimPadded == 2 * kWgCols ? kWgCols / 32 : (min(kHeadDimPadded, wg_col0 + kWgCols) - wg_col0) / 32;
+        const int parts = (min(kHeadDimPadded, wg_col0 + kWgCols) - wg_col0) / 32;
 #pragma unroll
         for (int part = 0; part < kWgCols / 32; ++part) {
           if (part >= parts) break;
