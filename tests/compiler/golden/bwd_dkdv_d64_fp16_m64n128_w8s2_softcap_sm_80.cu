@@ -507,6 +507,12 @@ template <int kPending>
 __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
 }
+// *p += (a, b, c, d) for 4 consecutive floats (16-byte aligned) in global memory, one atomic
+// instruction (sm_90).
+__device__ __forceinline__ void red_add_v4(float* p, float a, float b, float c, float d) {
+  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
+}
+
 // Makes this thread's generic-proxy writes to shared memory (st.shared, cp.async) visible
 // to the async proxy that wgmma reads operands through; a barrier must follow.
 __device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
@@ -929,7 +935,10 @@ __device__ __forceinline__ void wgmma_dq(float (&acc)[kN / 8][4], u32 s_ds, u32 
   wgmma_commit();
 }
 
-// dQ_accum[rows row0.., columns col0..] += acc (C fragments), with fp32 atomics.
+// dQ_accum[rows row0.., columns col0..] += acc (C fragments), with fp32 atomics. On sm_90a
+// four columns at a time (red.global.add.v4.f32, a quarter of the atomic instructions): lanes
+// tq and tq^1 swap half their fragment, so the even lane holds 4 consecutive columns of row g
+// and the odd lane those of row g + 8.
 template <int kRT, int kDT>
 __device__ __forceinline__ void add_to_dq_accum(float* dq_acc, const float (&acc)[kRT][kDT][4], int row0, int col0,
                                                 int lane) {
@@ -937,13 +946,20 @@ __device__ __forceinline__ void add_to_dq_accum(float* dq_acc, const float (&acc
 #pragma unroll
   for (int mt = 0; mt < kRT; ++mt)
 #pragma unroll
-    for (int dt = 0; dt < kDT; ++dt)
+    for (int dt = 0; dt < kDT; ++dt) {
+      const float* e = acc[mt][dt];
+      if constexpr (kWgmma) {
+        const bool odd = tq & 1;
+        const float r0 = __shfl_xor_sync(0xffffffffu, odd ? e[0] : e[2], 1);
+        const float r1 = __shfl_xor_sync(0xffffffffu, odd ? e[1] : e[3], 1);
+        float* dst = dq_acc + (row0 + 16 * mt + g + 8 * odd) * kHeadDimPadded + col0 + 8 * dt + 2 * (tq & ~1);
+        red_add_v4(dst, odd ? r0 : e[0], odd ? r1 : e[1], odd ? e[2] : r0, odd ? e[3] : r1);
+      } else {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int row = row0 + 16 * mt + g + 8 * (e >> 1);
-        const int col = col0 + 8 * dt + 2 * tq + (e & 1);
-        atomicAdd(dq_acc + row * kHeadDimPadded + col, acc[mt][dt][e]);
+        for (int i = 0; i < 4; ++i)
+          atomicAdd(dq_acc + (row0 + 16 * mt + g + 8 * (i >> 1)) * kHeadDimPadded + col0 + 8 * dt + 2 * tq + (i & 1), e[i]);
       }
+    }
 }
 
 __device__ __forceinline__ void bwd_dkdv_kernel(const FlashAttentionParams& p) {

@@ -507,6 +507,12 @@ template <int kPending>
 __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
 }
+// *p += (a, b, c, d) for 4 consecutive floats (16-byte aligned) in global memory, one atomic
+// instruction (sm_90).
+__device__ __forceinline__ void red_add_v4(float* p, float a, float b, float c, float d) {
+  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
+}
+
 // Makes this thread's generic-proxy writes to shared memory (st.shared, cp.async) visible
 // to the async proxy that wgmma reads operands through; a barrier must follow.
 __device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
