@@ -75,7 +75,7 @@ KernelSpec dkdv_spec(const ProblemKey& p, Arch arch) {
   // 64x128 on 8 warps is wgmma on sm_90a (two warpgroups, KernelSpec::uses_wgmma) at d64, d96
   // and d128; at d128 the softcap slope spills 96 bytes there, so softcap keeps mma.sync.
   if (arch == Arch::sm_90a && (d == 96 || d == 128) && !p.softcap) return first_valid(s, {{64, 128, 8, 2}});
-  // d256: both warpgroups on the same 64 keys, one head-dim half each (spills 8 bytes, 48 with
+  // d256: both warpgroups on the same 64 keys, one head-dim half each (spills <= 8 bytes, 48 with
   // the element-wise loads of a head dim that is no multiple of 8: those keep mma.sync).
   if (arch == Arch::sm_90a && d == 256 && !p.softcap && p.head_dim % 8 == 0)
     return first_valid(s, {{64, 64, 8, 2}, {64, 64, 8, 1}});
