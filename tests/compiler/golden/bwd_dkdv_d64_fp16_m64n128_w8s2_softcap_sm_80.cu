@@ -1035,12 +1035,20 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const FlashAttentionParams& p) {
   zero(acc_dv);
   const float softcap_pre = kSoftcap ? p.softmax_scale / p.softcap : 0.0f;
 
+  // One barrier per Q tile: after it, stage t has landed and every warp is past tile t - 1,
+  // whose stage (and the dS^T tile) may be refilled; one stage needs a second barrier.
   for (int t = 0; t < total; ++t) {
-    if (t + kStages - 1 < total) load_stage(t + kStages - 1, (t + kStages - 1) % kStages);
-    cp_async_commit();
-    cp_async_wait<kStages - 1>();
+    if constexpr (kStages == 1) {
+      load_stage(t, 0);
+      cp_async_commit();
+    }
+    cp_async_wait<(kStages > 1 ? kStages - 2 : 0)>();
     if constexpr (kWgmma) fence_async_shared();
     __syncthreads();
+    if constexpr (kStages > 1) {
+      if (t + kStages - 1 < total) load_stage(t + kStages - 1, (t + kStages - 1) % kStages);
+      cp_async_commit();
+    }
 
     const int h = h_kv * group + t / tiles_per_head;
     const int m0 = (m_begin + t % tiles_per_head) * kBlockM;
@@ -1162,7 +1170,7 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const FlashAttentionParams& p) {
       }
     }
     if constexpr (kWgmma) wgmma_wait<0>();  // the products read the stage until they complete
-    __syncthreads();  // the stage (and dS^T) is refilled by the next iteration
+    if constexpr (kStages == 1) __syncthreads();  // the one stage is refilled by the next iteration
   }
   cp_async_wait<0>();  // the K/V copy is still in flight when no query sees these keys
   __syncthreads();
