@@ -114,7 +114,12 @@ TuneResult pick_winner(Work& w, const TunerOptions& o) {
       chosen = beats_default ? best : 0;
       break;
     }
-    const std::string problem = o.check(w.set.key, w.set.candidates[best]);
+    std::string problem;
+    try {
+      problem = o.check(w.set.key, w.set.candidates[best]);
+    } catch (const std::exception& e) {  // it ran when timed; a failure now disqualifies it all the same
+      problem = fmt::format("the check failed to run it: {}", first_line(e.what()));
+    }
     if (problem.empty()) {
       chosen = best;
       break;

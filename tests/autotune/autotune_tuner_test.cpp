@@ -188,6 +188,31 @@ TEST(Autotune, AWinnerWhoseOutputsDifferGivesWayToTheNextFastest) {
   EXPECT_THAT(log.warnings[0], HasSubstr("dq sample 3"));
 }
 
+// A check that throws (the candidate fails to launch this time) disqualifies the candidate
+// like a mismatch: tuning goes on with the next fastest.
+TEST(Autotune, ACheckThatThrowsDisqualifiesTheCandidate) {
+  ScratchDir dir;
+  Log log;
+  FakeTimer timer(std::random_device{}());
+  const TuningKey k = key(128);
+  const CandidateSet set = tuning_candidates(k);
+  for (const Candidate& c : set.candidates) timer.time_of(k, c);
+  timer.times[k.name() + "/" + candidate_name(set.candidates[0])] = 10.0;
+  const size_t first = fastest(timer, k);
+  TunerOptions o = options(timer, log);
+  o.check = [&](const TuningKey&, const Candidate& c) -> std::string {
+    if (c == set.candidates[first]) throw Error(Status::cuda_error, "cuLaunchKernel failed\nmore lines");
+    return "";
+  };
+  TuningDb db(dir.path(), log.sink());
+  const std::vector<TuningKey> keys = {k};
+  const TuneResult r = autotune(db, keys, false, o).at(0);
+  EXPECT_EQ(r.winner, set.candidates[fastest(timer, k, {candidate_name(set.candidates[first])})]);
+  ASSERT_EQ(log.warnings.size(), 1u);
+  EXPECT_THAT(log.warnings[0], HasSubstr("the check failed to run it: cuLaunchKernel failed"));
+  EXPECT_THAT(log.warnings[0], ::testing::Not(HasSubstr("more lines")));
+}
+
 TEST(Autotune, AThrowingCandidateIsInfinitelySlowAndTuningGoesOn) {
   const unsigned seed = std::random_device{}();
   SCOPED_TRACE(testing::Message() << "seed " << seed);
