@@ -59,8 +59,8 @@ struct KernelSpec {
   // Hopper warpgroup products (sm_90a) where the tile has the warpgroup shape, mma.sync
   // otherwise: forward with block_m = 16 * warps (64 rows per 4 warps), block_n in
   // {32, 64, 128, 256} and padded head dim a multiple of 32 from 64 up (stored in 64-column
-  // blocks); dK/dV with 64 x 128 tiles,
-  // 8 warps and padded head dim 64, 96 or 128. `flashgen dump --emit source` shows kWgmma.
+  // blocks); dK/dV with 8 warps and 64-query tiles: 128 keys at padded head dim 64, 96 or 128,
+  // 64 keys at 256. `flashgen dump --emit source` shows kWgmma.
   bool uses_wgmma() const;
 
   // Empty when the spec is legal; otherwise one message per problem, each naming the field.

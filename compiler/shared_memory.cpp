@@ -16,17 +16,15 @@ int tile_bytes(int rows, int cols) {
 }  // namespace
 
 int KernelSpec::shared_memory_bytes() const {
-  const int d = padded_head_dim();
+  // Head-dim tiles are kHeadDimCols wide: wgmma tiles are whole 64-column blocks.
+  const int d = uses_wgmma() ? (padded_head_dim() + 63) / 64 * 64 : padded_head_dim();
   switch (pass) {
-    case Pass::fwd: {  // Q tile + `stages` x (K tile, V tile); wgmma tiles are whole 64-column blocks
-      const int cols = uses_wgmma() ? (d + 63) / 64 * 64 : d;
-      return tile_bytes(block_m, cols) + stages * 2 * tile_bytes(block_n, cols);
-    }
+    case Pass::fwd:  // Q tile + `stages` x (K tile, V tile)
+      return tile_bytes(block_m, d) + stages * 2 * tile_bytes(block_n, d);
     case Pass::bwd_dkdv: {  // K, V tiles + `stages` x (Q, dO tiles, lse and D rows) + dS^T tile (atomic dQ)
       const int align = uses_wgmma() ? 1024 : 16;  // wgmma tiles start 1024-byte aligned
-      const int cols = uses_wgmma() ? (d + 63) / 64 * 64 : d;  // and are whole 64-column blocks
-      const int stage = (2 * tile_bytes(block_m, cols) + 2 * block_m * 4 + align - 1) / align * align;
-      return 2 * tile_bytes(block_n, cols) + stages * stage + (deterministic ? 0 : tile_bytes(block_n, block_m));
+      const int stage = (2 * tile_bytes(block_m, d) + 2 * block_m * 4 + align - 1) / align * align;
+      return 2 * tile_bytes(block_n, d) + stages * stage + (deterministic ? 0 : tile_bytes(block_n, block_m));
     }
     case Pass::bwd_dq:  // Q, dO tiles + `stages` x (K tile, V tile)
       return 2 * tile_bytes(block_m, d) + stages * 2 * tile_bytes(block_n, d);

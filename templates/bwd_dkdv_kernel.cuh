@@ -13,13 +13,9 @@
 namespace flash {
 
 struct BwdDkdvLayout {
-  template <int R, int C>
-  using Tile = typename Select<kWgmma, WgmmaTile<R, C>, SmemTile<R, C>>::type;
-  // wgmma tiles are whole 64-column blocks: d96 is stored 128 wide, its last 32 columns zero.
-  static constexpr int kCols = kWgmma ? (kHeadDimPadded + 63) / 64 * 64 : kHeadDimPadded;
-  using KV = Tile<kBlockN, kCols>;
-  using Q = Tile<kBlockM, kCols>;  // Q and dO
-  using DS = Tile<kBlockN, kBlockM>;        // dS^T, for the dQ product
+  using KV = KernelTile<kBlockN, kHeadDimCols>;
+  using Q = KernelTile<kBlockM, kHeadDimCols>;  // Q and dO
+  using DS = KernelTile<kBlockN, kBlockM>;      // dS^T, for the dQ product
   // Q, dO, lse*log2e, D; wgmma tiles start 1024-byte aligned.
   static constexpr int kAlign = kWgmma ? 1024 : 16;
   static constexpr int kStageBytes = (2 * Q::kBytes + 2 * kBlockM * 4 + kAlign - 1) / kAlign * kAlign;

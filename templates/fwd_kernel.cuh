@@ -8,12 +8,8 @@
 namespace flash {
 
 struct FwdLayout {
-  template <int R, int C>
-  using Tile = typename Select<kWgmma, WgmmaTile<R, C>, SmemTile<R, C>>::type;
-  // wgmma tiles are whole 64-column blocks: d96 is stored 128 wide, its last 32 columns zero.
-  static constexpr int kCols = kWgmma ? (kHeadDimPadded + 63) / 64 * 64 : kHeadDimPadded;
-  using Q = Tile<kBlockM, kCols>;
-  using KV = Tile<kBlockN, kCols>;
+  using Q = KernelTile<kBlockM, kHeadDimCols>;
+  using KV = KernelTile<kBlockN, kHeadDimCols>;
   static constexpr int kStageBytes = 2 * KV::kBytes;  // K then V
   static constexpr int kBytes = Q::kBytes + kStages * kStageBytes;
 };

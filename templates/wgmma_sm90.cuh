@@ -24,6 +24,14 @@ struct WgmmaTile {
   static __device__ __forceinline__ u32 elem(int row, int col) { return chunk(row, col >> 3) + (col & 7) * 2; }
 };
 
+// The shared-memory tiles of the fwd and dK/dV kernels: wgmma's layout where the kernel
+// uses wgmma, SmemTile (ldmatrix/mma.sync) otherwise. wgmma tiles are whole 64-column
+// blocks, so head-dim tiles are kHeadDimCols wide: d96 is stored 128 wide, its last 32
+// columns zero (load_tile fills them, store_tile never writes them).
+template <int R, int C>
+using KernelTile = typename Select<kWgmma, WgmmaTile<R, C>, SmemTile<R, C>>::type;
+constexpr int kHeadDimCols = kWgmma ? (kHeadDimPadded + 63) / 64 * 64 : kHeadDimPadded;
+
 // Matrix descriptor (PTX ISA, "matrix descriptor format"): start address, leading and
 // stride byte offsets (all >> 4), 128-byte swizzle mode.
 __device__ __forceinline__ unsigned long long wgmma_desc(u32 addr, u32 leading_bytes, u32 stride_bytes) {

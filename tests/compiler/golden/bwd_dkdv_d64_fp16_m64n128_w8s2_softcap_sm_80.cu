@@ -479,6 +479,14 @@ struct WgmmaTile {
   static __device__ __forceinline__ u32 elem(int row, int col) { return chunk(row, col >> 3) + (col & 7) * 2; }
 };
 
+// The shared-memory tiles of the fwd and dK/dV kernels: wgmma's layout where the kernel
+// uses wgmma, SmemTile (ldmatrix/mma.sync) otherwise. wgmma tiles are whole 64-column
+// blocks, so head-dim tiles are kHeadDimCols wide: d96 is stored 128 wide, its last 32
+// columns zero (load_tile fills them, store_tile never writes them).
+template <int R, int C>
+using KernelTile = typename Select<kWgmma, WgmmaTile<R, C>, SmemTile<R, C>>::type;
+constexpr int kHeadDimCols = kWgmma ? (kHeadDimPadded + 63) / 64 * 64 : kHeadDimPadded;
+
 // Matrix descriptor (PTX ISA, "matrix descriptor format"): start address, leading and
 // stride byte offsets (all >> 4), 128-byte swizzle mode.
 __device__ __forceinline__ unsigned long long wgmma_desc(u32 addr, u32 leading_bytes, u32 stride_bytes) {
@@ -880,13 +888,9 @@ struct SoftmaxLedger {
 namespace flash {
 
 struct BwdDkdvLayout {
-  template <int R, int C>
-  using Tile = typename Select<kWgmma, WgmmaTile<R, C>, SmemTile<R, C>>::type;
-  // wgmma tiles are whole 64-column blocks: d96 is stored 128 wide, its last 32 columns zero.
-  static constexpr int kCols = kWgmma ? (kHeadDimPadded + 63) / 64 * 64 : kHeadDimPadded;
-  using KV = Tile<kBlockN, kCols>;
-  using Q = Tile<kBlockM, kCols>;  // Q and dO
-  using DS = Tile<kBlockN, kBlockM>;        // dS^T, for the dQ product
+  using KV = KernelTile<kBlockN, kHeadDimCols>;
+  using Q = KernelTile<kBlockM, kHeadDimCols>;  // Q and dO
+  using DS = KernelTile<kBlockN, kBlockM>;      // dS^T, for the dQ product
   // Q, dO, lse*log2e, D; wgmma tiles start 1024-byte aligned.
   static constexpr int kAlign = kWgmma ? 1024 : 16;
   static constexpr int kStageBytes = (2 * Q::kBytes + 2 * kBlockM * 4 + kAlign - 1) / kAlign * kAlign;
