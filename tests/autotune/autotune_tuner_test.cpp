@@ -72,6 +72,11 @@ struct FakeTimer {
     return it->second;
   }
   std::vector<double> beats;  // the time to beat of each call
+  // Every other candidate beats the default (whose time is above the whole draw range).
+  void make_default_slowest(const TuningKey& k) {
+    for (const Candidate& c : tuning_candidates(k).candidates) time_of(k, c);
+    times[k.name() + "/" + candidate_name(heuristic_candidate(k))] = 10.0;
+  }
   CandidateTimer timer() {
     return [this](const TuningKey& k, const Candidate& c, double beat_ms) {
       ++calls;
@@ -165,9 +170,7 @@ TEST(Autotune, AWinnerWhoseOutputsDifferGivesWayToTheNextFastest) {
   const TuningKey k = key(64, TunedPass::backward);
   const CandidateSet set = tuning_candidates(k);
   ASSERT_GE(set.candidates.size(), 3u);
-  // The default is slowest, so that everything else beats it.
-  for (const Candidate& c : set.candidates) timer.time_of(k, c);
-  timer.times[k.name() + "/" + candidate_name(set.candidates[0])] = 10.0;
+  timer.make_default_slowest(k);
   const size_t first = fastest(timer, k);
   const size_t second = fastest(timer, k, {candidate_name(set.candidates[first])});
   std::vector<std::string> checked;
@@ -196,8 +199,7 @@ TEST(Autotune, ACheckThatThrowsDisqualifiesTheCandidate) {
   FakeTimer timer(std::random_device{}());
   const TuningKey k = key(128);
   const CandidateSet set = tuning_candidates(k);
-  for (const Candidate& c : set.candidates) timer.time_of(k, c);
-  timer.times[k.name() + "/" + candidate_name(set.candidates[0])] = 10.0;
+  timer.make_default_slowest(k);
   const size_t first = fastest(timer, k);
   TunerOptions o = options(timer, log);
   o.check = [&](const TuningKey&, const Candidate& c) -> std::string {
