@@ -92,10 +92,10 @@ GeneratedSource generate_source(const KernelSpec& spec) {
     src += embedded(f);
   }
   src += fmt::format(
-      "\nextern \"C\" __global__ void __launch_bounds__({}, 1) {}(const __grid_constant__ FlashAttentionParams p) {{\n"
+      "\nextern \"C\" __global__ void __launch_bounds__({}, {}) {}(const __grid_constant__ FlashAttentionParams p) {{\n"
       "  flash::{}(p);\n"
       "}}\n",
-      spec.threads(), g.kernel_name, pt.entry);
+      spec.threads(), spec.min_blocks_per_sm(), g.kernel_name, pt.entry);
   return g;
 }
 

@@ -47,11 +47,13 @@ KernelSpec forward_spec(const ProblemKey& p, Arch arch) {
   const int d = s.padded_head_dim();
   // sm_90a: wgmma (KernelSpec::uses_wgmma). Tiles from `flashgen tune` on the H200: d64
   // 128x64 (two warpgroups) and, under a mask, 64x64 (one warpgroup, more CTAs on the
-  // short causal rows); d96 (stored 128 wide) and d128, d160..d256 two warpgroups (1.05-1.4x
-  // FA2 at d128 and d256). d160..d256 with a mask or softcap stream 32-key tiles: at 64 keys
+  // short causal rows); d96 (stored 128 wide) 128x64 with two CTAs per SM (KernelSpec::
+  // min_blocks_per_sm; softcap or a head dim that is no multiple of 8 keep 128x128, one CTA);
+  // d128, d160..d256 two warpgroups (1.05-1.4x FA2 at d128 and d256). d160..d256 with a mask or softcap stream 32-key tiles: at 64 keys
   // the d256 wgmma tile spills 32 bytes.
   const bool masked = p.causal || p.window;
   if (arch == Arch::sm_90a && d == 64) return first_valid(s, {masked ? Tiles{64, 64, 4, 2} : Tiles{128, 64, 8, 2}});
+  if (arch == Arch::sm_90a && d == 96 && !p.softcap && p.head_dim % 8 == 0) return first_valid(s, {{128, 64, 8, 2}});
   if (arch == Arch::sm_90a && (d == 96 || d == 128)) return first_valid(s, {{128, 128, 8, 2}, {128, 64, 8, 2}});
   if (arch == Arch::sm_90a && d >= 160 && d % 32 == 0)
     return first_valid(s, {{128, masked || p.softcap ? 32 : 64, 8, 2}});
@@ -79,6 +81,9 @@ KernelSpec dkdv_spec(const ProblemKey& p, Arch arch) {
   // the element-wise loads of a head dim that is no multiple of 8: those keep mma.sync).
   if (arch == Arch::sm_90a && d == 256 && !p.softcap && p.head_dim % 8 == 0)
     return first_valid(s, {{64, 64, 8, 2}, {64, 64, 8, 1}});
+  // d64 on sm_90a: 128-query tiles halve the per-tile costs (barrier, dS^T store, dQ atomics'
+  // waits); the softcap slope makes them spill (196 bytes), so softcap keeps 64 queries.
+  if (arch == Arch::sm_90a && d == 64 && !p.softcap) return first_valid(s, {{128, 128, 8, 2}, {64, 128, 8, 2}});
   if (d <= 64) return first_valid(s, {{64, 128, 8, 2}, {64, 64, 8, 2}, {64, 64, 4, 1}});
   if (d <= 96) return first_valid(s, {{64, 64, 8, 2}, {64, 64, 8, 1}, {32, 64, 4, 1}});
   // The softcap derivative keeps 16 more registers live per thread, and ptxas schedules the

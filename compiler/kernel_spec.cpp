@@ -130,12 +130,25 @@ bool KernelSpec::uses_wgmma() const {
   if (pass == Pass::fwd)
     return warps % 4 == 0 && block_m == 16 * warps && (block_n == 32 || wgmma_width(block_n)) && d >= 64 &&
            d % 32 == 0;
-  // dK/dV: two warpgroups over 64-query tiles: 64 keys each (d64/96/128: dK and dV of up to
-  // 128 columns fill the registers), or at d256 the same 64 keys, one head-dim half each.
+  // dK/dV: two warpgroups of 64 keys each over 64-query tiles (d64/96/128: dK and dV of up to
+  // 128 columns fill the registers) or, at d64, 128-query tiles (S^T and dP^T of 128 queries
+  // fit beside dK and dV); at d256 the same 64 keys, one head-dim half each.
   if (pass == Pass::bwd_dkdv)
-    return warps == 8 && block_m == 64 &&
-           ((block_n == 128 && (d == 64 || d == 96 || d == 128)) || (block_n == 64 && d == 256));
+    return warps == 8 && ((block_m == 64 && block_n == 128 && (d == 64 || d == 96 || d == 128)) ||
+                          (block_m == 128 && block_n == 128 && d == 64) || (block_m == 64 && block_n == 64 && d == 256));
   return false;
+}
+
+// Two CTAs per SM let one CTA's loads and epilogue overlap the other's products, which at
+// short or causal rows (few K/V tiles per CTA) is most of the gap to the peak: d96 forward
+// +11-14 % on the H200 (docs/perf-notes.md, "two CTAs per SM"). ptxas then holds the kernel
+// to 128 registers: O and S must stay within 80 fp32 values per thread (softcap's slope and
+// the element-wise loads of a head dim that is no multiple of 8 would not fit: 56 and 140
+// bytes of spill at d96).
+int KernelSpec::min_blocks_per_sm() const {
+  if (pass != Pass::fwd || !uses_wgmma() || warps != 8 || softcap || head_dim % 8 != 0) return 1;
+  const int accumulators = (block_m * padded_head_dim() + block_m * block_n) / threads();
+  return accumulators <= 80 && 2 * shared_memory_bytes() <= max_shared_memory(arch) ? 2 : 1;
 }
 
 void KernelSpec::validate() const {

@@ -59,9 +59,13 @@ struct KernelSpec {
   // Hopper warpgroup products (sm_90a) where the tile has the warpgroup shape, mma.sync
   // otherwise: forward with block_m = 16 * warps (64 rows per 4 warps), block_n in
   // {32, 64, 128, 256} and padded head dim a multiple of 32 from 64 up (stored in 64-column
-  // blocks); dK/dV with 8 warps and 64-query tiles: 128 keys at padded head dim 64, 96 or 128,
-  // 64 keys at 256. `flashgen dump --emit source` shows kWgmma.
+  // blocks); dK/dV with 8 warps: 64 queries x 128 keys at padded head dim 64, 96 or 128,
+  // 128 x 128 at 64, 64 x 64 at 256. `flashgen dump --emit source` shows kWgmma.
   bool uses_wgmma() const;
+  // CTAs per SM the kernel is compiled for (the second argument of __launch_bounds__): 2 for
+  // the sm_90a forward on 8 warps whose O and S tiles fit 128 registers per thread and whose
+  // shared memory fits twice (d64, d96 at 64 keys), 1 otherwise.
+  int min_blocks_per_sm() const;
 
   // Empty when the spec is legal; otherwise one message per problem, each naming the field.
   std::vector<std::string> problems() const;

@@ -78,8 +78,8 @@ TEST(Codegen, SourceIsSelfContainedAndNamedAfterTheSpec) {
     const GeneratedSource g = generate_source(s);
     EXPECT_EQ(g.kernel_name, s.uri());
     EXPECT_EQ(g.source.find("#include"), std::string::npos) << s.uri() << ": NVRTC has no headers to include";
-    EXPECT_NE(g.source.find("extern \"C\" __global__ void __launch_bounds__(" + std::to_string(s.threads()) + ", 1) " +
-                            s.uri() + "("),
+    EXPECT_NE(g.source.find("extern \"C\" __global__ void __launch_bounds__(" + std::to_string(s.threads()) + ", " +
+                            std::to_string(s.min_blocks_per_sm()) + ") " + s.uri() + "("),
               std::string::npos)
         << s.uri();
     EXPECT_NE(g.source.find("constexpr int kHeadDim = " + std::to_string(s.head_dim) + ";"), std::string::npos);
@@ -113,6 +113,8 @@ TEST(Codegen, WgmmaOnlyWhereTheTileHasTheWarpgroupShape) {
       {spec(Pass::fwd, 80, DType::bf16, 128, 64, 8, 2, Arch::sm_90a), false},   // 80 is no multiple of 32
       {spec(Pass::bwd_dkdv, 96, DType::bf16, 64, 128, 8, 2, Arch::sm_90a), true},
       {spec(Pass::bwd_dkdv, 160, DType::bf16, 64, 128, 8, 2, Arch::sm_90a), false},
+      {spec(Pass::bwd_dkdv, 64, DType::bf16, 128, 128, 8, 2, Arch::sm_90a), true},   // 128-query tiles at d64
+      {spec(Pass::bwd_dkdv, 128, DType::bf16, 128, 128, 8, 2, Arch::sm_90a), false},  // ... only there
       {spec(Pass::bwd_dkdv, 256, DType::bf16, 64, 64, 8, 2, Arch::sm_90a), true},    // one head-dim half per warpgroup
       {spec(Pass::bwd_dkdv, 256, DType::bf16, 32, 64, 8, 2, Arch::sm_90a), false},
       {spec(Pass::fwd, 256, DType::bf16, 128, 32, 8, 2, Arch::sm_90a), true},   // 32-key tiles (scores only)
@@ -125,6 +127,37 @@ TEST(Codegen, WgmmaOnlyWhereTheTileHasTheWarpgroupShape) {
     const std::string src = generate_source(c.spec).source;
     EXPECT_EQ(src.find("wgmma.mma_async") != std::string::npos, c.spec.pass != Pass::bwd_dq) << c.spec.uri();
     EXPECT_NE(src.find(std::string("constexpr bool kWgmma = ") + (c.wgmma ? "true;" : "false;")), std::string::npos)
+        << c.spec.uri();
+  }
+}
+
+// Two CTAs per SM (__launch_bounds__(256, 2): at most 128 registers) only where the forward's
+// O and S fit: sm_90a wgmma on 8 warps, no softcap, 16-byte loads, shared memory twice.
+TEST(Codegen, TwoCtasPerSmOnlyWhereTheForwardFits) {
+  struct Case {
+    KernelSpec spec;
+    int min_blocks;
+  };
+  auto with_softcap = [](KernelSpec s) {
+    s.softcap = true;
+    return s;
+  };
+  const Case cases[] = {
+      {spec(Pass::fwd, 96, DType::bf16, 128, 64, 8, 2, Arch::sm_90a), 2},   // O 48 + S 32 per thread
+      {spec(Pass::fwd, 64, DType::f16, 128, 64, 8, 2, Arch::sm_90a), 2},
+      {spec(Pass::fwd, 96, DType::bf16, 128, 128, 8, 2, Arch::sm_90a), 1},  // S 64: 112 in all
+      {spec(Pass::fwd, 128, DType::bf16, 128, 64, 8, 2, Arch::sm_90a), 1},  // O 64: 96 in all
+      {spec(Pass::fwd, 90, DType::bf16, 128, 64, 8, 2, Arch::sm_90a), 1},   // element-wise loads
+      {with_softcap(spec(Pass::fwd, 96, DType::bf16, 128, 64, 8, 2, Arch::sm_90a)), 1},
+      {spec(Pass::fwd, 96, DType::bf16, 128, 64, 8, 2, Arch::sm_90), 1},    // mma.sync
+      {spec(Pass::fwd, 64, DType::bf16, 64, 64, 4, 2, Arch::sm_90a), 1},    // one warpgroup
+      {spec(Pass::bwd_dkdv, 64, DType::bf16, 128, 128, 8, 2, Arch::sm_90a), 1},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(c.spec.min_blocks_per_sm(), c.min_blocks) << c.spec.uri();
+    EXPECT_NE(generate_source(c.spec).source.find("__launch_bounds__(" + std::to_string(c.spec.threads()) + ", " +
+                                                  std::to_string(c.min_blocks) + ")"),
+              std::string::npos)
         << c.spec.uri();
   }
 }

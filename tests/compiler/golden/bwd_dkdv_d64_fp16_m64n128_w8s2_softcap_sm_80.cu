@@ -925,16 +925,17 @@ __device__ __forceinline__ void wgmma_regs_t(float (&acc)[kDT][4], const u32 (&a
     wgmma_rs_mn_major<QT>(acc, a[kk], s_b + (col0 / 64) * QT::kBlockBytes, 16 * kk);
 }
 
-// dQ (the tile's 64 queries x kN head-dim columns from col0) = dS.K, with dS^T and K
-// both stored [key][.]: MN-major A and B. Issued, not waited for.
-template <int kN, class KV = BwdDkdvLayout::KV>  // KV a parameter: kBlockBytes exists on wgmma tiles only
-__device__ __forceinline__ void wgmma_dq(float (&acc)[kN / 8][4], u32 s_ds, u32 s_k, int col0) {
-  using L = BwdDkdvLayout;
+// dQ (64 queries from q0, a multiple of 64, x kN head-dim columns from col0) = dS.K, with
+// dS^T and K both stored [key][.]: MN-major A and B. Issued, not waited for.
+template <int kN, class KV = BwdDkdvLayout::KV,
+          class DS = BwdDkdvLayout::DS>  // parameters: kBlockBytes exists on wgmma tiles only
+__device__ __forceinline__ void wgmma_dq(float (&acc)[kN / 8][4], u32 s_ds, u32 s_k, int q0, int col0) {
+  const u32 s_ds_rows = s_ds + (q0 / 64) * DS::kBlockBytes;
   const u32 s_k_cols = s_k + (col0 / 64) * KV::kBlockBytes + (col0 % 64) * 2;
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < kBlockN / 16; ++kk)
-    Wgmma<kN>::template ss<true, true>(acc, desc_mn_major<L::DS>(s_ds, 16 * kk), desc_mn_major<KV>(s_k_cols, 16 * kk),
+    Wgmma<kN>::template ss<true, true>(acc, desc_mn_major<DS>(s_ds_rows, 16 * kk), desc_mn_major<KV>(s_k_cols, 16 * kk),
                                        kk > 0);
   wgmma_commit();
 }
@@ -1145,18 +1146,21 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const FlashAttentionParams& p) {
       const int dq_d0 = (warp / kDqWarpsM) * (kHeadDimPadded / kDqWarpsD);
       float* dq_acc = p.dq_accum + ((static_cast<i64>(b) * p.heads_q + h) * p.seqlen_q_rounded + m0) * kHeadDimPadded;
       if constexpr (kWgmma) {
-        // dQ (64 queries x this warpgroup's head-dim columns) = dS.K, in parts of 32 columns:
-        // 16 accumulator registers next to dK and dV's. Warpgroup w takes the columns from
-        // w * kWgCols (d96: 64 and 32; the parts start 32-column aligned in K's blocks).
-        constexpr int kWgCols = (kHeadDimPadded / 2 + 31) / 32 * 32;
-        const int wg_col0 = (warp / 4) * kWgCols;
+        // dQ = dS.K in parts of 32 columns: 16 accumulator registers next to dK and dV's.
+        // 64-query tiles: warpgroup w takes the tile's queries and the columns from
+        // w * kWgCols (d96: 64 and 32; the parts start 32-column aligned in K's blocks);
+        // 128-query tiles: warpgroup w takes queries 64w.. and every column.
+        constexpr bool kSplitCols = kBlockM == 64;
+        constexpr int kWgCols = kSplitCols ? (kHeadDimPadded / 2 + 31) / 32 * 32 : kHeadDimPadded;
+        const int wg_q0 = kSplitCols ? 0 : 64 * (warp / 4);
+        const int wg_col0 = kSplitCols ? (warp / 4) * kWgCols : 0;
         const int parts = (min(kHeadDimPadded, wg_col0 + kWgCols) - wg_col0) / 32;
 #pragma unroll
         for (int part = 0; part < kWgCols / 32; ++part) {
           if (part >= parts) break;
           const int col0 = wg_col0 + 32 * part;
           float acc_dq[1][4][4];
-          wgmma_dq<32>(acc_dq[0], s_ds, s_k, col0);
+          wgmma_dq<32>(acc_dq[0], s_ds, s_k, wg_q0, col0);
           wgmma_wait<0>();
           add_to_dq_accum(dq_acc, acc_dq, dq_row0, col0, lane);
         }

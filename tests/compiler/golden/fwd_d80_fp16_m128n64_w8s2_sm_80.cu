@@ -967,15 +967,23 @@ __device__ __forceinline__ void fwd_kernel(const FlashAttentionParams& p) {
     cp_async_commit();
   }
 
+  // One barrier per K/V tile: after it, stage it has landed and every warp is past tile
+  // it - 1 (its products waited for), whose stage may be refilled; one stage needs a second.
   const float softcap_pre = kSoftcap ? p.softmax_scale / p.softcap : 0.0f;
   for (int n_block = n_begin; n_block < n_end; ++n_block) {
     const int it = n_block - n_begin;
-    const int ahead = n_block + kStages - 1;
-    if (ahead < n_end) load_kv(ahead, (it + kStages - 1) % kStages);
-    cp_async_commit();
-    cp_async_wait<kStages - 1>();
+    if constexpr (kStages == 1) {
+      load_kv(n_block, 0);
+      cp_async_commit();
+    }
+    cp_async_wait<(kStages > 1 ? kStages - 2 : 0)>();
     if constexpr (kWgmma) fence_async_shared();
     __syncthreads();
+    if constexpr (kStages > 1) {
+      const int ahead = n_block + kStages - 1;
+      if (ahead < n_end) load_kv(ahead, (it + kStages - 1) % kStages);
+      cp_async_commit();
+    }
 
     const u32 s_k = s_kv + (it % kStages) * L::kStageBytes;
     const u32 s_v = s_k + L::KV::kBytes;
@@ -995,7 +1003,7 @@ __device__ __forceinline__ void fwd_kernel(const FlashAttentionParams& p) {
       wgmma_p_v(acc_o[0], s[0], s_v);
     else
       mma_regs_kn<kRT, kNT, kDT, L::KV>(acc_o, s, s_v, 0, lane);
-    __syncthreads();  // the stage is refilled by the next iteration's prefetch
+    if constexpr (kStages == 1) __syncthreads();  // the one stage is refilled by the next iteration
   }
 
   cp_async_wait<0>();  // the Q copy is still in flight when the tile sees no key
