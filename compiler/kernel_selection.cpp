@@ -4,6 +4,8 @@
 // sm_80+ mma.sync path.
 #include "compiler/kernel_selection.h"
 
+#include "compiler/tuning_candidates.h"
+
 #include <fmt/format.h>
 
 #include <initializer_list>
@@ -51,8 +53,13 @@ KernelSpec forward_spec(const ProblemKey& p, Arch arch) {
   // min_blocks_per_sm; softcap or a head dim that is no multiple of 8 keep 128x128, one CTA);
   // d128, d160..d256 two warpgroups (1.05-1.4x FA2 at d128 and d256). d160..d256 with a mask or softcap stream 32-key tiles: at 64 keys
   // the d256 wgmma tile spills 32 bytes.
+  // Causal tiles by the tuner's sequence bucket (`flashgen tune` at 1890e92): d64 from the 4k
+  // bucket on 128x64 (two CTAs per SM, +5-8 %), d128 in the 1k bucket and below on 64x64 (+7 %).
   const bool masked = p.causal || p.window;
-  if (arch == Arch::sm_90a && d == 64) return first_valid(s, {masked ? Tiles{64, 64, 4, 2} : Tiles{128, 64, 8, 2}});
+  const bool long_causal = p.causal && !p.window && seqlen_bucket(p.seqlen_q, p.seqlen_k) >= 4096;
+  if (arch == Arch::sm_90a && d == 64)
+    return first_valid(s, {masked && !long_causal ? Tiles{64, 64, 4, 2} : Tiles{128, 64, 8, 2}});
+  if (arch == Arch::sm_90a && d == 128 && p.causal && !p.window && !long_causal) return first_valid(s, {{64, 64, 4, 2}});
   if (arch == Arch::sm_90a && d == 96 && !p.softcap && p.head_dim % 8 == 0) return first_valid(s, {{128, 64, 8, 2}});
   if (arch == Arch::sm_90a && (d == 96 || d == 128)) return first_valid(s, {{128, 128, 8, 2}, {128, 64, 8, 2}});
   if (arch == Arch::sm_90a && d >= 160 && d % 32 == 0)
