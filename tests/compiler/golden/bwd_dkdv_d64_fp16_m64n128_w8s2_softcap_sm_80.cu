@@ -1146,28 +1146,31 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const FlashAttentionParams& p) {
       const int dq_d0 = (warp / kDqWarpsM) * (kHeadDimPadded / kDqWarpsD);
       float* dq_acc = p.dq_accum + ((static_cast<i64>(b) * p.heads_q + h) * p.seqlen_q_rounded + m0) * kHeadDimPadded;
       if constexpr (kWgmma) {
-        // dQ = dS.K in parts of 32 columns, double-buffered: part i + 1's product runs while
-        // part i's atomics issue (2 x 16 accumulator registers next to dK and dV's).
+        // dQ = dS.K in parts of 32 columns (16 accumulator registers next to dK and dV's).
         // 64-query tiles: warpgroup w takes the tile's queries and the columns from
         // w * kWgCols (d96: 64 and 32; the parts start 32-column aligned in K's blocks);
-        // 128-query tiles: warpgroup w takes queries 64w.. and every column.
+        // 128-query tiles (d64): warpgroup w takes queries 64w.. and every column, with the
+        // parts double-buffered: part i + 1's product runs while part i's atomics issue
+        // (+3-4 % at d64; at d96..d256 the same costs 15-17 %: docs/perf-notes.md).
         constexpr bool kSplitCols = kBlockM == 64;
+        constexpr bool kDoubleBuffer = !kSplitCols;
         constexpr int kWgCols = kSplitCols ? (kHeadDimPadded / 2 + 31) / 32 * 32 : kHeadDimPadded;
         const int wg_q0 = kSplitCols ? 0 : 64 * (warp / 4);
         const int wg_col0 = kSplitCols ? (warp / 4) * kWgCols : 0;
         const int parts = (min(kHeadDimPadded, wg_col0 + kWgCols) - wg_col0) / 32;
         float acc_dq[2][1][4][4];
-        wgmma_dq<32>(acc_dq[0][0], s_ds, s_k, wg_q0, wg_col0);
 #pragma unroll
         for (int part = 0; part < kWgCols / 32; ++part) {
           if (part >= parts) break;
-          if (part + 1 < parts) {
-            wgmma_dq<32>(acc_dq[(part + 1) % 2][0], s_ds, s_k, wg_q0, wg_col0 + 32 * (part + 1));
+          const int buf = kDoubleBuffer ? part % 2 : 0;
+          if (!kDoubleBuffer || part == 0) wgmma_dq<32>(acc_dq[buf][0], s_ds, s_k, wg_q0, wg_col0 + 32 * part);
+          if (kDoubleBuffer && part + 1 < parts) {
+            wgmma_dq<32>(acc_dq[1 - buf][0], s_ds, s_k, wg_q0, wg_col0 + 32 * (part + 1));
             wgmma_wait<1>();
           } else {
             wgmma_wait<0>();
           }
-          add_to_dq_accum(dq_acc, acc_dq[part % 2], dq_row0, wg_col0 + 32 * part, lane);
+          add_to_dq_accum(dq_acc, acc_dq[buf], dq_row0, wg_col0 + 32 * part, lane);
         }
       } else {
         float acc_dq[kDqRT][kDqDT][4];
