@@ -84,8 +84,9 @@ KernelSpec dkdv_spec(const ProblemKey& p, Arch arch) {
   // 64x128 on 8 warps is wgmma on sm_90a (two warpgroups, KernelSpec::uses_wgmma) at d64, d96
   // and d128; at d128 the softcap slope spills 96 bytes there, so softcap keeps mma.sync.
   if (arch == Arch::sm_90a && (d == 96 || d == 128) && !p.softcap) return first_valid(s, {{64, 128, 8, 2}});
-  // d256: both warpgroups on the same 64 keys, one head-dim half each (spills <= 8 bytes, 48 with
-  // the element-wise loads of a head dim that is no multiple of 8: those keep mma.sync).
+  // d256: both warpgroups on the same 64 keys, one head-dim half each, sharing S^T and dP^T
+  // through shared memory (a head dim that is no multiple of 8 spilled with the element-wise
+  // loads: those keep mma.sync).
   if (arch == Arch::sm_90a && d == 256 && !p.softcap && p.head_dim % 8 == 0)
     return first_valid(s, {{64, 64, 8, 2}, {64, 64, 8, 1}});
   // d64 on sm_90a: 128-query tiles halve the per-tile costs (barrier, dS^T store, dQ atomics'

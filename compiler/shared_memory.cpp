@@ -24,7 +24,11 @@ int KernelSpec::shared_memory_bytes() const {
     case Pass::bwd_dkdv: {  // K, V tiles + `stages` x (Q, dO tiles, lse and D rows) + dS^T tile (atomic dQ)
       const int align = uses_wgmma() ? 1024 : 16;  // wgmma tiles start 1024-byte aligned
       const int stage = (2 * tile_bytes(block_m, d) + 2 * block_m * 4 + align - 1) / align * align;
-      return 2 * tile_bytes(block_n, d) + stages * stage + (deterministic ? 0 : tile_bytes(block_n, block_m));
+      // wgmma at d256 ("shared scores"): dS^T, P^T and the fp32 dP^T fragments of warpgroup 1.
+      const bool shared_scores = uses_wgmma() && d == 256;
+      const int scores = shared_scores ? 2 * tile_bytes(block_n, block_m) + block_n * block_m * 4
+                                       : (deterministic ? 0 : tile_bytes(block_n, block_m));
+      return 2 * tile_bytes(block_n, d) + stages * stage + scores;
     }
     case Pass::bwd_dq:  // Q, dO tiles + `stages` x (K tile, V tile)
       return 2 * tile_bytes(block_m, d) + stages * 2 * tile_bytes(block_n, d);

@@ -19,7 +19,7 @@ namespace {
 
 // Two accepted exceptions. The first: the sm_90a wgmma dK/dV kernels at padded head dim 128 and
 // 256 keep dK, dV, S^T and dP^T at 255 registers, and ptxas spills up to 8 bytes in some
-// variants (d128 causal, d256; docs/perf-notes.md, "dQ atomics four columns at a time").
+// variants (d128 causal; docs/perf-notes.md, "dQ atomics four columns at a time").
 // The second: the sm_90a forward compiled for two CTAs per SM is held to 128 registers, and
 // at padded d96 ptxas spills 24 bytes (three values around the K/V prefetch; the two CTAs
 // per SM are worth far more: "two CTAs per SM").

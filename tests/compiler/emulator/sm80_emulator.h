@@ -48,6 +48,11 @@ inline float __int_as_float(unsigned v) {
   return f;
 }
 inline float __uint_as_float(unsigned v) { return __int_as_float(v); }
+inline unsigned __float_as_uint(float f) {
+  unsigned v;
+  std::memcpy(&v, &f, 4);
+  return v;
+}
 inline int min(int a, int b) { return a < b ? a : b; }
 inline int max(int a, int b) { return a > b ? a : b; }
 using std::fmaf;

@@ -883,36 +883,57 @@ struct SoftmaxLedger {
 // Warps split the keys (16-row slices) and, when there are more warps than slices,
 // the head dim of the dK/dV accumulators. With kWgmma (sm_90a) every product is a
 // wgmma: two warpgroups own 64 keys each (d <= 128) or, at d256, the same 64 keys and one
-// half of the head dim each (both compute S^T and dP^T: 1.4x the products, but P^T and
-// dS^T stay in registers); Q/dO/K/V/dS^T are read from shared memory.
+// half of the head dim each ("shared scores": warpgroup 0 computes S^T, warpgroup 1 dP^T,
+// which it hands over through shared memory; warpgroup 0 turns them into P^T and dS^T,
+// stored for both warpgroups' dV and dK products); Q/dO/K/V/dS^T are read from shared memory.
 namespace flash {
+
+// d256 on wgmma: both warpgroups on the same keys, one head-dim half each (KernelSpec::uses_wgmma).
+constexpr bool kSharedScores = kWgmma && kHeadDimPadded == 256;
 
 struct BwdDkdvLayout {
   using KV = KernelTile<kBlockN, kHeadDimCols>;
   using Q = KernelTile<kBlockM, kHeadDimCols>;  // Q and dO
-  using DS = KernelTile<kBlockN, kBlockM>;      // dS^T, for the dQ product
+  using DS = KernelTile<kBlockN, kBlockM>;      // dS^T (the dQ product; with shared scores dK's too), P^T
   // Q, dO, lse*log2e, D; wgmma tiles start 1024-byte aligned.
   static constexpr int kAlign = kWgmma ? 1024 : 16;
   static constexpr int kStageBytes = (2 * Q::kBytes + 2 * kBlockM * 4 + kAlign - 1) / kAlign * kAlign;
-  static constexpr int kBytes = 2 * KV::kBytes + kStages * kStageBytes + (kDeterministic ? 0 : DS::kBytes);
+  // Shared scores: dS^T, P^T and warpgroup 1's dP^T fragments (fp32).
+  static constexpr int kScoreBytes = kSharedScores ? 2 * DS::kBytes + kBlockN * kBlockM * 4
+                                                   : (kDeterministic ? 0 : DS::kBytes);
+  static constexpr int kBytes = 2 * KV::kBytes + kStages * kStageBytes + kScoreBytes;
 };
 
-// sm_90a products of one warpgroup (its 64 keys from key_row0). S^T = K.Q^T and
-// dP^T = V.dO^T, both operands K-major, issued as one group.
+// sm_90a products of one warpgroup (its 64 keys from key_row0): S^T = K.Q^T or dP^T =
+// V.dO^T, both operands K-major. Issued, not fenced, committed or waited for.
 template <int kMT>
-__device__ __forceinline__ void wgmma_scores_t(float (&s)[kMT][4], float (&dp)[kMT][4], u32 s_k, u32 s_v, int key_row0,
-                                               u32 s_q, u32 s_do) {
+__device__ __forceinline__ void wgmma_scores_t(float (&acc)[kMT][4], u32 s_kv, int key_row0, u32 s_qo) {
   using L = BwdDkdvLayout;
-  wgmma_fence();
 #pragma unroll
   for (int k = 0; k < kHeadDimPadded; k += 16)
-    Wgmma<kMT * 8>::template ss<false, false>(s, desc_k_major<L::KV>(s_k, key_row0, k), desc_k_major<L::Q>(s_q, 0, k),
-                                              k > 0);
+    Wgmma<kMT * 8>::template ss<false, false>(acc, desc_k_major<L::KV>(s_kv, key_row0, k),
+                                              desc_k_major<L::Q>(s_qo, 0, k), k > 0);
+}
+
+// acc += X^T.B with X^T (64 keys x the tile's queries: P^T or dS^T) K-major in shared memory
+// and B (dO or Q) MN-major, the kDT * 8 head-dim columns from col0 (a multiple of 64).
+template <int kDT, class XT = BwdDkdvLayout::DS, class QT = BwdDkdvLayout::Q>
+__device__ __forceinline__ void wgmma_smem_t(float (&acc)[kDT][4], u32 s_x, u32 s_b, int col0) {
 #pragma unroll
-  for (int k = 0; k < kHeadDimPadded; k += 16)
-    Wgmma<kMT * 8>::template ss<false, false>(dp, desc_k_major<L::KV>(s_v, key_row0, k), desc_k_major<L::Q>(s_do, 0, k),
-                                              k > 0);
-  wgmma_commit();
+  for (int k = 0; k < kBlockM; k += 16)
+    Wgmma<kDT * 8>::template ss<false, true>(acc, desc_k_major<XT>(s_x, 0, k),
+                                             desc_mn_major<QT>(s_b + (col0 / 64) * QT::kBlockBytes, k), 1);
+}
+
+// Packed 16-bit fragments of this warp's keys x the tile's queries (c_to_a order) -> a [key][query]
+// tile in shared memory (dS^T for the dQ product, P^T).
+template <int kMT, class XT = BwdDkdvLayout::DS>
+__device__ __forceinline__ void store_t(u32 s_x, const u32 (&a)[kMT / 2][4], int row0, int lane) {
+  const int g = lane >> 2, tq = lane & 3;
+#pragma unroll
+  for (int kk = 0; kk < kMT / 2; ++kk)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) st_shared_u32(s_x + XT::elem(row0 + g + 8 * (r & 1), 16 * kk + 8 * (r >> 1) + 2 * tq), a[kk][r]);
 }
 
 // acc += X^T.B with X^T (this warp's keys x the tile's queries) in registers and B (Q or
@@ -986,6 +1007,8 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const FlashAttentionParams& p) {
   const u32 s_v = s_k + L::KV::kBytes;
   const u32 s_stages = s_v + L::KV::kBytes;
   const u32 s_ds = s_stages + kStages * L::kStageBytes;
+  const u32 s_pt = s_ds + L::DS::kBytes;       // shared scores only
+  const u32 s_dpt = s_pt + L::DS::kBytes;      // shared scores only: warpgroup 1's dP^T fragments
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int warp_n = warp % kWarpsN, warp_d = warp / kWarpsN;
@@ -1062,60 +1085,102 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const FlashAttentionParams& p) {
     const u32 s_lse = s_do + L::Q::kBytes;
     const u32 s_dsum = s_lse + 4 * kBlockM;
 
+    // With shared scores only warpgroup 0 does the element-wise work below.
+    const bool elementwise = !kSharedScores || warp < 4;
     float s[kRT][kMT][4], dp[kRT][kMT][4];
-    if constexpr (kWgmma) {
-      wgmma_scores_t(s[0], dp[0], s_k, s_v, warp_row0 & ~63, s_q, s_do);
+    if constexpr (kSharedScores) {
+      // Warpgroup 0: S^T; warpgroup 1: dP^T, handed over in fragment order (thread i of
+      // warpgroup 1 -> thread i of warpgroup 0: the same fragment positions).
+      const u32 dpt_slot = s_dpt + 16 * (tid % 128);
+      // The same instructions in both warpgroups (one accumulator: S^T, or dP^T in warpgroup 1).
+      wgmma_fence();
+      wgmma_scores_t(s[0], elementwise ? s_k : s_v, 0, elementwise ? s_q : s_do);
+      wgmma_commit();
+      wgmma_wait<0>();
+      if (!elementwise)
+#pragma unroll
+        for (int nt = 0; nt < kMT; ++nt)
+          st_shared_v4(dpt_slot + 16 * 128 * nt,
+                       make_uint4(__float_as_uint(s[0][nt][0]), __float_as_uint(s[0][nt][1]),
+                                  __float_as_uint(s[0][nt][2]), __float_as_uint(s[0][nt][3])));
+      __syncthreads();
+      if (elementwise)
+#pragma unroll
+        for (int nt = 0; nt < kMT; ++nt) {
+          const uint4 v = ld_shared_v4(dpt_slot + 16 * 128 * nt);
+          dp[0][nt][0] = __uint_as_float(v.x), dp[0][nt][1] = __uint_as_float(v.y);
+          dp[0][nt][2] = __uint_as_float(v.z), dp[0][nt][3] = __uint_as_float(v.w);
+        }
+    } else if constexpr (kWgmma) {
+      wgmma_fence();
+      wgmma_scores_t(s[0], s_k, warp_row0 & ~63, s_q);
+      wgmma_scores_t(dp[0], s_v, warp_row0 & ~63, s_do);
+      wgmma_commit();
       wgmma_wait<0>();
     } else {
       zero(s);
       mma_rows_nk<kRT, kMT, kHeadDimPadded, L::KV, L::Q>(s, s_k, warp_row0, s_q, 0, lane);
     }
     float dtanh[kRT][kMT][4];  // unused (and optimised away) without softcap
-    if constexpr (kSoftcap) softcap_scores_and_slope(s, dtanh, softcap_pre, p.softcap);
-    if (!vis.tile_visible(m0, min(m0 + kBlockM, p.seqlen_q), n0, n0 + kBlockN))
-      mask_scores<false>(s, vis, n0 + warp_row0, m0, lane);
+    if (elementwise) {
+      if constexpr (kSoftcap) softcap_scores_and_slope(s, dtanh, softcap_pre, p.softcap);
+      if (!vis.tile_visible(m0, min(m0 + kBlockM, p.seqlen_q), n0, n0 + kBlockN))
+        mask_scores<false>(s, vis, n0 + warp_row0, m0, lane);
 #pragma unroll
-    for (int mt = 0; mt < kRT; ++mt)
+      for (int mt = 0; mt < kRT; ++mt)
 #pragma unroll
-      for (int nt = 0; nt < kMT; ++nt)
+        for (int nt = 0; nt < kMT; ++nt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int col = 8 * nt + 2 * (lane & 3) + (e & 1);
-          s[mt][nt][e] = exp2_fast(fmaf(s[mt][nt][e], p.scale_log2, -ld_shared_f32(s_lse + 4 * col)));
-        }
+          for (int e = 0; e < 4; ++e) {
+            const int col = 8 * nt + 2 * (lane & 3) + (e & 1);
+            s[mt][nt][e] = exp2_fast(fmaf(s[mt][nt][e], p.scale_log2, -ld_shared_f32(s_lse + 4 * col)));
+          }
+    }
 
     u32 a_p[kMT / 2][4];  // P^T as the A operand of the wgmma dV product
     if constexpr (kWgmma) {
+      if (elementwise) {  // (warpgroup 1 of shared scores has no S^T: reading it would keep it live)
 #pragma unroll
-      for (int kk = 0; kk < kMT / 2; ++kk) c_to_a<kMT>(a_p[kk], s[0], kk);
+        for (int kk = 0; kk < kMT / 2; ++kk) c_to_a<kMT>(a_p[kk], s[0], kk);
+        if (kSharedScores) store_t<kMT>(s_pt, a_p, warp_row0, lane);  // for both warpgroups' dV
+      }
     } else {
       zero(dp);
       mma_rows_nk<kRT, kMT, kHeadDimPadded, L::KV, L::Q>(dp, s_v, warp_row0, s_do, 0, lane);
       mma_regs_kn<kRT, kMT, kDT, L::Q>(acc_dv, s, s_do, d0, lane);
     }
+    if (elementwise)
 #pragma unroll
-    for (int mt = 0; mt < kRT; ++mt)
+      for (int mt = 0; mt < kRT; ++mt)
 #pragma unroll
-      for (int nt = 0; nt < kMT; ++nt)
+        for (int nt = 0; nt < kMT; ++nt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int col = 8 * nt + 2 * (lane & 3) + (e & 1);
-          float ds = s[mt][nt][e] * (dp[mt][nt][e] - ld_shared_f32(s_dsum + 4 * col));
-          if constexpr (kSoftcap) ds *= dtanh[mt][nt][e];
-          dp[mt][nt][e] = ds;
-        }
-    if constexpr (kWgmma) {
+          for (int e = 0; e < 4; ++e) {
+            const int col = 8 * nt + 2 * (lane & 3) + (e & 1);
+            float ds = s[mt][nt][e] * (dp[mt][nt][e] - ld_shared_f32(s_dsum + 4 * col));
+            if constexpr (kSoftcap) ds *= dtanh[mt][nt][e];
+            dp[mt][nt][e] = ds;
+          }
+    if constexpr (kSharedScores) {
+      // dS^T -> shared memory (warpgroup 0; P^T is there already), then both warpgroups' dV
+      // and dK halves.
+      if (elementwise) {
+        u32 a_ds[kMT / 2][4];
+#pragma unroll
+        for (int kk = 0; kk < kMT / 2; ++kk) c_to_a<kMT>(a_ds[kk], dp[0], kk);
+        store_t<kMT>(s_ds, a_ds, warp_row0, lane);
+      }
+      fence_async_shared();
+      __syncthreads();
+      wgmma_fence();
+      wgmma_smem_t(acc_dv[0], s_pt, s_do, d0);
+      wgmma_smem_t(acc_dk[0], s_ds, s_q, d0);
+      wgmma_commit();  // (the dQ parts queue behind them)
+    } else if constexpr (kWgmma) {
       u32 a_ds[kMT / 2][4];
 #pragma unroll
       for (int kk = 0; kk < kMT / 2; ++kk) c_to_a<kMT>(a_ds[kk], dp[0], kk);
-      if (!kDeterministic && warp_d == 0) {  // dS^T -> shared memory for the dQ product, from the packed fragments
-        const int g = lane >> 2, tq = lane & 3;
-#pragma unroll
-        for (int kk = 0; kk < kMT / 2; ++kk)
-#pragma unroll
-          for (int r = 0; r < 4; ++r)
-            st_shared_u32(s_ds + L::DS::elem(warp_row0 + g + 8 * (r & 1), 16 * kk + 8 * (r >> 1) + 2 * tq), a_ds[kk][r]);
-      }
+      if (!kDeterministic && warp_d == 0) store_t<kMT>(s_ds, a_ds, warp_row0, lane);  // for the dQ product
       wgmma_fence();
       wgmma_regs_t<kMT>(acc_dv[0], a_p, s_do, d0);
       wgmma_regs_t<kMT>(acc_dk[0], a_ds, s_q, d0);
@@ -1140,8 +1205,10 @@ __device__ __forceinline__ void bwd_dkdv_kernel(const FlashAttentionParams& p) {
               st_shared_u32(s_ds + L::DS::elem(warp_row0 + 16 * mt + g + 8 * hh, 8 * nt + 2 * tq),
                             pack2(dp[mt][nt][2 * hh], dp[mt][nt][2 * hh + 1]));
       }
-      if constexpr (kWgmma) fence_async_shared();
-      __syncthreads();
+      if constexpr (!kSharedScores) {  // (shared scores: stored and synchronised above)
+        if constexpr (kWgmma) fence_async_shared();
+        __syncthreads();
+      }
       const int dq_row0 = (warp % kDqWarpsM) * 16 * kDqRT;
       const int dq_d0 = (warp / kDqWarpsM) * (kHeadDimPadded / kDqWarpsD);
       float* dq_acc = p.dq_accum + ((static_cast<i64>(b) * p.heads_q + h) * p.seqlen_q_rounded + m0) * kHeadDimPadded;
