@@ -162,6 +162,10 @@ void GpuCandidateTimer::prepare(const TuningKey& key) {
   reference_.clear();
 }
 
+std::vector<GpuCandidateTimer::Buffer> GpuCandidateTimer::outputs(TunedPass pass) {
+  return pass == TunedPass::forward ? std::vector<Buffer>{o, lse} : std::vector<Buffer>{dq, dk, dv};
+}
+
 void GpuCandidateTimer::run(const TuningKey& key, const Candidate& candidate) {
   if (key.pass == TunedPass::forward)
     gpu_forward(cache_, forward_, validate_forward(forward_), nullptr, candidate);
@@ -174,7 +178,7 @@ double GpuCandidateTimer::time(const TuningKey& key, const Candidate& candidate,
   if (prepared_ != key.name()) prepare(key);
   const CudaDriver& d = cuda_driver();
   auto reset = [&] {
-    for (Buffer b : key.pass == TunedPass::forward ? std::vector<Buffer>{o} : std::vector<Buffer>{dq, dk, dv})
+    for (Buffer b : outputs(key.pass))
       check_cuda(d.cuMemsetD32Async(ptr_[b], 0, bytes_[b] / 4, nullptr), "cuMemsetD32Async (autotune reset)");
   };
   auto enqueue = [&] { run(key, candidate); };
@@ -185,8 +189,8 @@ double GpuCandidateTimer::time(const TuningKey& key, const Candidate& candidate,
   return time_on_stream(nullptr, enqueue, reset, rest).median_ms;
 }
 
-// Every 61st row of each output of the pass (a prime stride: the rows fall at every
-// position within a tile), lse whole, as floats.
+// Every 61st row of each output of the pass in outputs() order (a prime stride: the rows fall
+// at every position within a tile), lse whole, as floats.
 std::vector<std::vector<float>> GpuCandidateTimer::sample_outputs(const TuningKey& key) {
   const CudaDriver& d = cuda_driver();
   check_cuda(d.cuStreamSynchronize(nullptr), "cuStreamSynchronize (autotune check)");
@@ -212,13 +216,14 @@ std::vector<std::vector<float>> GpuCandidateTimer::sample_outputs(const TuningKe
       values[i] = key.dtype == DType::bf16 ? cpu::bf16_bits_to_float(bits[i]) : cpu::half_bits_to_float(bits[i]);
     out.push_back(std::move(values));
   };
-  if (key.pass == TunedPass::forward) {
-    sampled(o);
+  for (Buffer b : outputs(key.pass)) {
+    if (b != lse) {
+      sampled(b);
+      continue;
+    }
     std::vector<float> lse_values(static_cast<std::size_t>(pk.batch * pk.heads_q * pk.seqlen_q));
     check_cuda(d.cuMemcpyDtoH(lse_values.data(), ptr_[lse], lse_values.size() * 4), "cuMemcpyDtoH (autotune check)");
     out.push_back(std::move(lse_values));
-  } else {
-    for (Buffer b : {dq, dk, dv}) sampled(b);
   }
   return out;
 }
@@ -229,16 +234,17 @@ std::string GpuCandidateTimer::check(const TuningKey& key, const Candidate& cand
   const CudaDriver& d = cuda_driver();
   // Outputs poisoned with NaN (all bits set) first: a row the candidate does not write shows.
   auto poisoned_run = [&](const Candidate& c) {
-    for (Buffer b : key.pass == TunedPass::forward ? std::vector<Buffer>{o, lse} : std::vector<Buffer>{dq, dk, dv})
+    for (Buffer b : outputs(key.pass))
       check_cuda(d.cuMemsetD32Async(ptr_[b], 0xffffffffu, bytes_[b] / 4, nullptr), "cuMemsetD32Async (autotune check)");
     run(key, c);
     return sample_outputs(key);
   };
   if (reference_.empty()) reference_ = poisoned_run(heuristic_candidate(key));
   const std::vector<std::vector<float>> got = poisoned_run(candidate);
-  const char* const names[] = {key.pass == TunedPass::forward ? "o" : "dq", key.pass == TunedPass::forward ? "lse" : "dk",
-                               "dv"};
+  const std::vector<Buffer> written = outputs(key.pass);
   for (std::size_t t = 0; t < got.size(); ++t) {
+    static constexpr const char* kNames[kBuffers] = {"q", "k", "v", "o", "dout", "dq", "dk", "dv", "lse", "workspace"};
+    const char* name = kNames[written[t]];
     const std::vector<float>& ref = reference_[t];
     float scale = 0;
     for (float x : ref)
@@ -249,7 +255,7 @@ std::string GpuCandidateTimer::check(const TuningKey& key, const Candidate& cand
     for (std::size_t i = 0; i < ref.size(); ++i) {
       const bool both_same_inf = std::isinf(ref[i]) && ref[i] == got[t][i];
       if (!both_same_inf && !(std::abs(got[t][i] - ref[i]) <= tolerance))
-        return fmt::format("{} sample {}: {} where the default gives {} (tolerance {:.3g})", names[t], i, got[t][i],
+        return fmt::format("{} sample {}: {} where the default gives {} (tolerance {:.3g})", name, i, got[t][i],
                            ref[i], tolerance);
     }
   }

@@ -58,6 +58,8 @@ class GpuCandidateTimer {
 
  private:
   enum Buffer { q, k, v, o, dout, dq, dk, dv, lse, workspace, kBuffers };
+  // What a candidate of the pass writes: reset before each timed run, poisoned and sampled by check().
+  static std::vector<Buffer> outputs(TunedPass pass);
   void prepare(const TuningKey& key);
   void reserve(Buffer b, std::size_t bytes);
   void fill_random(Buffer b, std::size_t elements, DType dtype);
