@@ -47,14 +47,14 @@ KernelSpec first_valid(KernelSpec s, std::initializer_list<Tiles> candidates) {
 KernelSpec forward_spec(const ProblemKey& p, Arch arch) {
   const KernelSpec s = base_spec(p, Pass::fwd, arch);
   const int d = s.padded_head_dim();
-  // sm_90a: wgmma (KernelSpec::uses_wgmma). Tiles from `flashgen tune` on the H200: d64
-  // 128x64 (two warpgroups) and, under a mask, 64x64 (one warpgroup, more CTAs on the
-  // short causal rows); d96 (stored 128 wide) 128x64 with two CTAs per SM (KernelSpec::
-  // min_blocks_per_sm; softcap or a head dim that is no multiple of 8 keep 128x128, one CTA);
-  // d128, d160..d256 two warpgroups (1.05-1.4x FA2 at d128 and d256). d160..d256 with a mask or softcap stream 32-key tiles: at 64 keys
-  // the d256 wgmma tile spills 32 bytes.
-  // Causal tiles by the tuner's sequence bucket (`flashgen tune` at 1890e92): d64 from the 4k
-  // bucket on 128x64 (two CTAs per SM, +5-8 %), d128 in the 1k bucket and below on 64x64 (+7 %).
+  // sm_90a: wgmma (KernelSpec::uses_wgmma). Tiles from `flashgen tune` on the H200:
+  // - d64 128x64 (two warpgroups, two CTAs per SM) and, under a window or a causal mask below
+  //   the 4k sequence bucket, 64x64 (one warpgroup, more CTAs on the short rows);
+  // - d96 (stored 128 wide) 128x64 with two CTAs per SM (KernelSpec::min_blocks_per_sm;
+  //   softcap or a head dim that is no multiple of 8 keep 128x128, one CTA);
+  // - d128 128x128, causal below the 4k bucket 64x64 (+7 % at N = 1024);
+  // - d160..d256 two warpgroups; with a mask or softcap 32-key tiles (at 64 keys the d256
+  //   wgmma tile spills 32 bytes).
   const bool masked = p.causal || p.window;
   const bool long_causal = p.causal && !p.window && seqlen_bucket(p.seqlen_q, p.seqlen_k) >= 4096;
   if (arch == Arch::sm_90a && d == 64)
