@@ -135,7 +135,8 @@ bool KernelSpec::uses_wgmma() const {
   // fit beside dK and dV); at d256 the same 64 keys, one head-dim half each.
   if (pass == Pass::bwd_dkdv)
     return warps == 8 && ((block_m == 64 && block_n == 128 && (d == 64 || d == 96 || d == 128)) ||
-                          (block_m == 128 && block_n == 128 && d == 64) || (block_m == 64 && block_n == 64 && d == 256));
+                          (block_m == 128 && block_n == 128 && d == 64) ||
+                          (block_m == 64 && block_n == 64 && d == 256));
   return false;
 }
 

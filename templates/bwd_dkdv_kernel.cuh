@@ -58,7 +58,8 @@ __device__ __forceinline__ void store_t(u32 s_x, const u32 (&a)[kMT / 2][4], int
 #pragma unroll
   for (int kk = 0; kk < kMT / 2; ++kk)
 #pragma unroll
-    for (int r = 0; r < 4; ++r) st_shared_u32(s_x + XT::elem(row0 + g + 8 * (r & 1), 16 * kk + 8 * (r >> 1) + 2 * tq), a[kk][r]);
+    for (int r = 0; r < 4; ++r)
+      st_shared_u32(s_x + XT::elem(row0 + g + 8 * (r & 1), 16 * kk + 8 * (r >> 1) + 2 * tq), a[kk][r]);
 }
 
 // acc += X^T.B with X^T (this warp's keys x the tile's queries) in registers and B (Q or
