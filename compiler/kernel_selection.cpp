@@ -56,11 +56,11 @@ KernelSpec forward_spec(const ProblemKey& p, Arch arch) {
   // - d160..d256 two warpgroups; with a mask or softcap 32-key tiles (at 64 keys the d256
   //   wgmma tile spills 32 bytes).
   const bool masked = p.causal || p.window;
-  const bool long_causal = p.causal && !p.window && seqlen_bucket(p.seqlen_q, p.seqlen_k) >= 4096;
+  const bool causal_only = p.causal && !p.window;
+  const bool long_causal = causal_only && seqlen_bucket(p.seqlen_q, p.seqlen_k) >= 4096;
   if (arch == Arch::sm_90a && d == 64)
     return first_valid(s, {masked && !long_causal ? Tiles{64, 64, 4, 2} : Tiles{128, 64, 8, 2}});
-  if (arch == Arch::sm_90a && d == 128 && p.causal && !p.window && !long_causal)
-    return first_valid(s, {{64, 64, 4, 2}});
+  if (arch == Arch::sm_90a && d == 128 && causal_only && !long_causal) return first_valid(s, {{64, 64, 4, 2}});
   if (arch == Arch::sm_90a && d == 96 && !p.softcap && p.head_dim % 8 == 0) return first_valid(s, {{128, 64, 8, 2}});
   if (arch == Arch::sm_90a && (d == 96 || d == 128)) return first_valid(s, {{128, 128, 8, 2}, {128, 64, 8, 2}});
   if (arch == Arch::sm_90a && d >= 160 && d % 32 == 0)

@@ -148,8 +148,19 @@ bool KernelSpec::uses_wgmma() const {
 // bytes of spill at d96).
 int KernelSpec::min_blocks_per_sm() const {
   if (pass != Pass::fwd || !uses_wgmma() || warps != 8 || softcap || head_dim % 8 != 0) return 1;
-  const int accumulators = (block_m * padded_head_dim() + block_m * block_n) / threads();
-  return accumulators <= 80 && 2 * shared_memory_bytes() <= max_shared_memory(arch) ? 2 : 1;
+  return accumulators_per_thread() <= 80 && 2 * shared_memory_bytes() <= max_shared_memory(arch) ? 2 : 1;
+}
+
+int KernelSpec::accumulators_per_thread() const {
+  const int d = padded_head_dim(), m = block_m, n = block_n;
+  switch (pass) {
+    case Pass::fwd: return (m * d + m * n) / threads();                 // O, S
+    case Pass::bwd_dkdv: return (2 * n * d + 2 * m * n) / threads();  // dK, dV, S, dP
+    case Pass::bwd_dq: return (m * d + 2 * m * n) / threads();        // dQ, S, dP
+    case Pass::bwd_preprocess:
+    case Pass::bwd_dq_convert: return 0;
+  }
+  return 0;
 }
 
 void KernelSpec::validate() const {

@@ -66,6 +66,9 @@ struct KernelSpec {
   // the sm_90a forward on 8 warps whose O and S tiles fit 128 registers per thread and whose
   // shared memory fits twice (d64, d96 at 64 keys), 1 otherwise.
   int min_blocks_per_sm() const;
+  // fp32 accumulator values a thread keeps live (output/gradient tiles plus the S/dP tiles):
+  // the main term of the kernel's register pressure.
+  int accumulators_per_thread() const;
 
   // Empty when the spec is legal; otherwise one message per problem, each naming the field.
   std::vector<std::string> problems() const;

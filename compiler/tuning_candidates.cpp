@@ -17,20 +17,6 @@ struct Tiles {
   int block_m, block_n, warps;
 };
 
-// fp32 accumulator values a thread keeps live (output/gradient tiles plus the S/dP
-// tiles), the main term of register pressure; above the budget ptxas spills.
-int accumulators_per_thread(const KernelSpec& s) {
-  const int d = s.padded_head_dim(), m = s.block_m, n = s.block_n;
-  switch (s.pass) {
-    case Pass::fwd: return (m * d + m * n) / s.threads();          // O, S
-    case Pass::bwd_dkdv: return (2 * n * d + 2 * m * n) / s.threads();  // dK, dV, S, dP
-    case Pass::bwd_dq: return (m * d + 2 * m * n) / s.threads();     // dQ, S, dP
-    case Pass::bwd_preprocess:
-    case Pass::bwd_dq_convert: return 0;
-  }
-  return 0;
-}
-
 int accumulator_budget(Pass p) {
   switch (p) {
     case Pass::fwd: return 128;
@@ -46,7 +32,7 @@ bool fits(const KernelSpec& s, const DeviceLimits& limits) {
   if (!s.problems().empty()) return false;
   if (limits.max_shared_memory > 0 && s.shared_memory_bytes() > limits.max_shared_memory) return false;
   if (s.threads() > limits.max_threads_per_block) return false;
-  return accumulators_per_thread(s) <= accumulator_budget(s.pass);
+  return s.accumulators_per_thread() <= accumulator_budget(s.pass);  // above the budget ptxas spills
 }
 
 std::vector<Tiles> grid(std::initializer_list<int> ms, std::initializer_list<int> ns, std::initializer_list<int> ws) {
