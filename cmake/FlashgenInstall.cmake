@@ -4,7 +4,7 @@
 include(CMakePackageConfigHelpers)
 set(FLASHGEN_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/flashgen)
 
-install(FILES include/flashgen/flashgen.h include/flashgen/flashgen.hpp
+install(FILES include/flashgen/flashgen.h include/flashgen/flashgen.hpp include/flashgen/types.hpp
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/flashgen)
 install(TARGETS flashgen_runtime flashgen_runtime_static flashgen_compiler EXPORT flashgenTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}

@@ -9,11 +9,16 @@ namespace flashgen {
 
 struct GeneratedSource {
   std::string kernel_name;  // the extern "C" __global__ entry point (the spec's URI)
-  std::string source;       // self-contained: needs no header on disk
+  // The includes of the kernel's device pieces (the embedded templates: embedded_files.h,
+  // handed to NVRTC by name) and one instantiation of them with the spec's constants.
+  std::string source;
 };
 
-// Validates the spec (throws Error(invalid_argument)) and assembles its source
-// from the embedded templates.
+// Validates the spec (throws Error(invalid_argument)) and assembles its source.
 GeneratedSource generate_source(const KernelSpec& spec);
+
+// The `struct Spec { static constexpr ... }` of the spec's constants that the device traits
+// (templates/params/kernel_traits.cuh) read; part of generate_source's text.
+std::string spec_struct(const KernelSpec& spec);
 
 }  // namespace flashgen

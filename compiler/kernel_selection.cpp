@@ -19,13 +19,8 @@ struct Tiles {
 
 KernelSpec base_spec(const ProblemKey& p, Pass pass, Arch arch) {
   KernelSpec s;
+  static_cast<ProblemOptions&>(s) = p;
   s.pass = pass;
-  s.head_dim = p.head_dim;
-  s.dtype = p.dtype;
-  s.causal = p.causal;
-  s.window = p.window;
-  s.softcap = p.softcap;
-  s.deterministic = p.deterministic;
   s.arch = arch;
   return s;
 }
@@ -93,12 +88,20 @@ KernelSpec dkdv_spec(const ProblemKey& p, Arch arch) {
   // d64 on sm_90a: 128-query tiles halve the per-tile costs (barrier, dS^T store, dQ atomics'
   // waits); the softcap slope makes them spill (196 bytes), so softcap keeps 64 queries.
   if (arch == Arch::sm_90a && d == 64 && !p.softcap) return first_valid(s, {{128, 128, 8, 2}, {64, 128, 8, 2}});
+  // With the softcap slope and no dQ product, ptxas fits 64x128 on 8 warps (mma.sync) into
+  // 255 registers only with 8 bytes of spills on sm_80/86/89; 64x64 keeps 40 to spare.
+  if (arch != Arch::sm_90a && d <= 64 && p.softcap && p.deterministic)
+    return first_valid(s, {{64, 64, 8, 2}, {64, 64, 4, 1}});
   if (d <= 64) return first_valid(s, {{64, 128, 8, 2}, {64, 64, 8, 2}, {64, 64, 4, 1}});
   if (d <= 96) return first_valid(s, {{64, 64, 8, 2}, {64, 64, 8, 1}, {32, 64, 4, 1}});
   // The softcap derivative keeps 16 more registers live per thread, and ptxas schedules the
   // deterministic (no dQ) variant differently: both spill at 32x128 on some arch, not at 32x64.
   if (d <= 128 && (p.softcap || p.deterministic))
     return first_valid(s, {{32, 64, 8, 2}, {64, 64, 8, 2}, {32, 64, 8, 1}, {32, 64, 4, 1}});
+  // Plain sm_90 (mma.sync on Hopper, a compile target the runtime never picks: it runs sm_90a)
+  // spills 16 bytes at 32x128 under a mask; 64x64 keeps 9 registers to spare.
+  if (arch == Arch::sm_90 && d > 96 && d <= 128 && (p.causal || p.window))
+    return first_valid(s, {{64, 64, 8, 2}, {32, 64, 8, 1}, {32, 64, 4, 1}});
   if (d <= 128) return first_valid(s, {{32, 128, 8, 2}, {64, 64, 8, 2}, {32, 64, 8, 1}, {32, 64, 4, 1}});
   if (d <= 160) return first_valid(s, {{32, 64, 8, 2}, {32, 64, 8, 1}, {32, 32, 4, 1}});
   if (d <= 192) return first_valid(s, {{32, 64, 8, 1}, {32, 32, 8, 1}, {32, 32, 4, 1}});

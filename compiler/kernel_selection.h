@@ -10,13 +10,7 @@
 namespace flashgen {
 
 // What selection looks at: the code-changing options plus the sizes that steer tiling.
-struct ProblemKey {
-  int head_dim = 128;
-  DType dtype = DType::bf16;
-  bool causal = false;
-  bool window = false;
-  bool softcap = false;
-  bool deterministic = false;
+struct ProblemKey : ProblemOptions {
   long long batch = 1;
   long long heads_q = 1;
   long long heads_kv = 1;

@@ -1,5 +1,7 @@
 #include "compiler/kernel_spec.h"
 
+#include "compiler/spec_fields.h"
+
 #include <fmt/format.h>
 
 #include <xxhash.h>
@@ -172,23 +174,22 @@ void KernelSpec::validate() const {
 }
 
 std::string KernelSpec::uri() const {
-  std::string s = fmt::format("{}_d{}_{}_m{}n{}_w{}s{}", to_string(pass), head_dim,
-                              dtype == DType::bf16 ? "bf16" : dtype == DType::f16 ? "fp16" : "fp32", block_m,
-                              block_n, warps, stages);
-  if (causal) s += "_causal";
-  if (window) s += "_window";
-  if (softcap) s += "_softcap";
-  if (deterministic) s += "_det";
-  s += "_";
-  s += to_string(arch);
+  std::string s;
+  for_each_spec_field([&](const auto& field) { s += uri_part(field, this->*field.member); });
   return s;
 }
 
+// The canonical text predates the field table; its keys and value spellings (enums by
+// number) are kept so that hashes, and with them cache entries and tuning sets, stay valid.
 std::string KernelSpec::hash() const {
-  const std::string canonical =
-      fmt::format("pass={};d={};dtype={};bm={};bn={};w={};s={};causal={};window={};softcap={};det={};arch={}",
-                  static_cast<int>(pass), head_dim, static_cast<int>(dtype), block_m, block_n, warps, stages,
-                  causal, window, softcap, deterministic, static_cast<int>(arch));
+  std::string canonical;
+  for_each_spec_field([&](const auto& field) {
+    const auto value = this->*field.member;
+    if constexpr (std::is_enum_v<std::decay_t<decltype(value)>>)
+      canonical += fmt::format("{}{}={}", canonical.empty() ? "" : ";", field.hash_key, static_cast<int>(value));
+    else
+      canonical += fmt::format("{}{}={}", canonical.empty() ? "" : ";", field.hash_key, value);
+  });
   const XXH128_hash_t h = XXH3_128bits(canonical.data(), canonical.size());
   return fmt::format("{:016x}{:016x}", h.high64, h.low64);
 }

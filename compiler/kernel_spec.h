@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "flashgen/flashgen.hpp"
+#include "flashgen/types.hpp"
 
 namespace flashgen {
 
@@ -37,18 +37,26 @@ int max_shared_memory(Arch a);
 // Compute capability as major*10+minor (sm_90a -> 90).
 int compute_capability(Arch a);
 
-struct KernelSpec {
-  Pass pass = Pass::fwd;
-  int head_dim = 128;  // the problem's head dim (32..256)
+// The code-changing options of a problem, shared by KernelSpec, ProblemKey (selection)
+// and TuningKey (autotuning). Fields and their meaning: compiler/spec_fields.h.
+struct ProblemOptions {
+  int head_dim = 128;
   DType dtype = DType::bf16;
-  int block_m = 128;  // query rows per tile
-  int block_n = 64;   // key rows per tile
-  int warps = 4;
-  int stages = 2;  // pipeline depth of the K/V (fwd) or Q/dO (bwd) loads
   bool causal = false;
-  bool window = false;   // a sliding window (sizes are launch parameters)
-  bool softcap = false;  // soft-capping (the cap is a launch parameter)
+  bool window = false;   // the sizes are launch parameters
+  bool softcap = false;  // the cap is a launch parameter
   bool deterministic = false;
+
+  bool operator==(const ProblemOptions&) const = default;
+};
+
+// One kernel: the problem's options plus the pass, tiles and target (spec_fields.h).
+struct KernelSpec : ProblemOptions {
+  Pass pass = Pass::fwd;
+  int block_m = 128;
+  int block_n = 64;
+  int warps = 4;
+  int stages = 2;
   Arch arch = Arch::sm_80;
 
   // head_dim rounded up to the tensor-core k-step (16): the width kernels are compiled for.
@@ -75,8 +83,8 @@ struct KernelSpec {
   // Throws Error(invalid_argument) with every problem joined.
   void validate() const;
 
-  // Readable, unique for the fields that matter to this pass:
-  // fwd_d128_bf16_m128n64_w4s2_causal_sm90
+  // Readable and unique (every field's spec_fields.h spelling):
+  // fwd_d128_bf16_m128n64_w4s2_causal_sm_90
   std::string uri() const;
   // Content hash of every field (hex, 128-bit XXH3).
   std::string hash() const;

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "compiler/spec_fields.h"
+
 namespace flashgen {
 
 // MLIR's spelling of the element type (the dialect's dtype is a builtin type).
@@ -15,16 +17,26 @@ static const char* mlir_type(DType t) {
 }
 
 std::string mlir_kernel_body(const KernelSpec& spec) {
-  std::string s =
-      fmt::format("{} for {} {{head_dim = {}, dtype = {}, block_m = {}, block_n = {}, warps = {}, stages = {}",
-                  to_string(spec.pass), to_string(spec.arch), spec.head_dim, mlir_type(spec.dtype), spec.block_m,
-                  spec.block_n, spec.warps, spec.stages);
-  if (spec.causal) s += ", causal";
-  if (spec.window) s += ", window";
-  if (spec.softcap) s += ", softcap";
-  if (spec.deterministic) s += ", deterministic";
-  s += "}";
-  return s;
+  std::string pass, arch, attributes;
+  for_each_spec_field([&](const auto& field) {
+    using T = typename std::decay_t<decltype(field)>::value_type;
+    const T value = spec.*field.member;
+    std::string text;
+    if constexpr (std::is_same_v<T, DType>)
+      text = mlir_type(value);
+    else
+      text = field_text(value);
+    if (field.mlir == MlirPlace::before_for) {
+      pass = text;
+    } else if (field.mlir == MlirPlace::after_for) {
+      arch = text;
+    } else if constexpr (std::is_same_v<T, bool>) {
+      if (value) attributes += fmt::format(", {}", field.name);  // a flag is present or absent
+    } else {
+      attributes += fmt::format(", {} = {}", field.name, text);
+    }
+  });
+  return fmt::format("{} for {} {{{}}}", pass, arch, attributes.substr(2));
 }
 
 std::string mlir_kernel(const KernelSpec& spec) {

@@ -1,6 +1,7 @@
-// Shared memory each pass's kernel allocates, bytes. Mirrors the layouts of the
-// templates (the *Layout structs in templates/*_kernel.cuh and SmemTile in
-// templates/memory.cuh); validate() compares it with the arch limit.
+// Shared memory each pass's kernel allocates, bytes: the host's side of the device layouts
+// (FwdMainloop::Layout, DkdvLayout, BwdDqMainloop::Layout; SmemTile and WgmmaTile in
+// templates/tile/smem_tile.cuh). validate() compares it with the arch limit; every generated
+// source static_asserts that its kernel's layout has exactly this size.
 #include "compiler/kernel_spec.h"
 
 namespace flashgen {

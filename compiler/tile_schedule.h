@@ -1,7 +1,7 @@
 // The tile schedule of a kernel, computed on the host: which CTA visits which
 // (Q tile, K/V tile) block of S = Q.K^T in which order, and which of those tiles the
-// kernel masks. It mirrors the kernels' loops (templates/*_kernel.cuh) and their
-// visibility rule (flash::Visibility, templates/softmax.cuh) so that `flashgen dump
+// kernel masks. It mirrors the kernels' loops (templates/fwd/, templates/bwd/) and their
+// visibility rule (flash::Visibility, templates/attention/visibility.cuh) so that `flashgen dump
 // --emit schedule` draws what the GPU does, not what it should do.
 #pragma once
 

@@ -4,6 +4,8 @@
 // docs/perf-notes.md) are dropped before anything is compiled.
 #include "compiler/tuning_candidates.h"
 
+#include "compiler/spec_fields.h"
+
 #include <fmt/format.h>
 #include <xxhash.h>
 
@@ -115,23 +117,15 @@ long long seqlen_bucket(long long seqlen_q, long long seqlen_k) {
 }
 
 std::string TuningKey::name() const {
-  std::string s = fmt::format("{}_d{}_{}", to_string(pass), head_dim, dtype == DType::f16 ? "fp16" : to_string(dtype));
-  if (causal) s += "_causal";
-  if (window) s += "_window";
-  if (softcap) s += "_softcap";
-  if (deterministic) s += "_det";
+  std::string s = to_string(pass);
+  for_each_problem_field([&](const auto& field) { s += uri_part(field, this->*field.member); });
   return s + fmt::format("_n{}_{}", seqlen_bucket, to_string(arch));
 }
 
 TuningKey tuning_key(const ProblemKey& p, TunedPass pass, Arch arch) {
   TuningKey k;
+  static_cast<ProblemOptions&>(k) = p;
   k.pass = pass;
-  k.head_dim = p.head_dim;
-  k.dtype = p.dtype;
-  k.causal = p.causal;
-  k.window = p.window;
-  k.softcap = p.softcap;
-  k.deterministic = p.deterministic;
   k.seqlen_bucket = seqlen_bucket(p.seqlen_q, p.seqlen_k);
   k.arch = arch;
   return k;
@@ -139,12 +133,7 @@ TuningKey tuning_key(const ProblemKey& p, TunedPass pass, Arch arch) {
 
 ProblemKey tuning_problem(const TuningKey& key) {
   ProblemKey p;
-  p.head_dim = key.head_dim;
-  p.dtype = key.dtype;
-  p.causal = key.causal;
-  p.window = key.window;
-  p.softcap = key.softcap;
-  p.deterministic = key.deterministic;
+  static_cast<ProblemOptions&>(p) = key;
   p.seqlen_q = p.seqlen_k = key.seqlen_bucket;
   p.batch = std::max(1LL, 16384 / key.seqlen_bucket);
   p.heads_q = p.heads_kv = std::max(1, 2048 / key.head_dim);

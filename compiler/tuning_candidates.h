@@ -21,14 +21,8 @@ const char* to_string(TunedPass p);
 // problem belongs to the bucket nearest (in log scale) to max(seqlen_q, seqlen_k).
 long long seqlen_bucket(long long seqlen_q, long long seqlen_k);
 
-struct TuningKey {
+struct TuningKey : ProblemOptions {
   TunedPass pass = TunedPass::forward;
-  int head_dim = 128;
-  DType dtype = DType::bf16;
-  bool causal = false;
-  bool window = false;
-  bool softcap = false;
-  bool deterministic = false;
   long long seqlen_bucket = 4096;
   Arch arch = Arch::sm_80;
 

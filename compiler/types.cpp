@@ -1,7 +1,5 @@
-// The public value types shared by every library (flashgen.hpp).
-#include <cstdio>
-
-#include "flashgen/flashgen.hpp"
+// The value types every library shares (flashgen/types.hpp).
+#include "flashgen/types.hpp"
 
 namespace flashgen {
 
@@ -29,34 +27,6 @@ const char* to_string(DType t) {
 }
 
 std::size_t size_of(DType t) { return t == DType::f32 ? 4 : 2; }
-
-Tensor Tensor::contiguous(void* data, DType dtype, std::array<std::int64_t, 4> shape, int device) {
-  Tensor t;
-  t.data = data;
-  t.dtype = dtype;
-  t.device = device;
-  t.rank = 4;
-  t.shape = shape;
-  t.stride = {shape[1] * shape[2] * shape[3], shape[2] * shape[3], shape[3], 1};
-  return t;
-}
-
-Tensor Tensor::contiguous3(void* data, DType dtype, std::array<std::int64_t, 3> shape, int device) {
-  Tensor t;
-  t.data = data;
-  t.dtype = dtype;
-  t.device = device;
-  t.rank = 3;
-  t.shape = {shape[0], shape[1], shape[2], 1};
-  t.stride = {shape[1] * shape[2], shape[2], 1, 1};
-  return t;
-}
-
-std::int64_t Tensor::numel() const {
-  std::int64_t n = 1;
-  for (int i = 0; i < rank; ++i) n *= shape[i];
-  return n;
-}
 
 const char* version() { return FLASHGEN_VERSION_STRING; }
 

@@ -162,9 +162,9 @@ std::vector<TuneResult> autotune(TuningDb& db, std::span<const TuningKey> keys, 
   std::vector<Work> work;
   for (size_t i = 0; i < distinct.size(); ++i) {
     const TuningKey& key = distinct[i];
-    CandidateSet set = tuning_candidates(key, o.limits);
+    CandidateSet set = tuning_candidates(key, o.device.limits);
     if (!retune) {
-      if (auto e = db.find(o.device, key, set.hash)) {
+      if (auto e = db.find(o.device.identity, key, set.hash)) {
         TuneResult r;
         r.key = key;
         r.winner = e->kernels;

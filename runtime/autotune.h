@@ -27,13 +27,6 @@ class KernelCache;
 AutotunePolicy effective_autotune_policy(AutotunePolicy option);
 const char* to_string(AutotunePolicy policy);
 
-// A device as tuning sees it (query_device_profile in runtime/autotune_gpu.h).
-struct DeviceProfile {
-  DeviceIdentity identity;
-  DeviceLimits limits;
-  Arch arch = Arch::sm_80;
-};
-
 // The median time of one candidate for `key`, in ms. Throws when it cannot run.
 // `beat_ms`: the time a candidate must beat to matter (infinity for the first one). A
 // timer may stop early and return a rough time above it once the candidate is clearly
@@ -61,8 +54,7 @@ struct TunerOptions {
   KernelCache* cache = nullptr;  // compiles the candidates ahead of timing; null: the timer compiles (tests)
   CandidateTimer timer;          // required
   CandidateCheck check;          // optional: no check when empty
-  DeviceIdentity device;         // whose winners are read and written
-  DeviceLimits limits;           // prunes the candidate sets
+  DeviceProfile device;          // whose winners are read and written; its limits prune the sets
   LogSink log;                   // failures (warning), one line per key (info)
   TuneProgressSink progress;     // optional
   int compile_threads = 0;       // 0: hardware concurrency less the timing thread's core

@@ -22,6 +22,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -40,6 +41,14 @@ struct DeviceIdentity {
 
   std::string key() const;
   bool operator==(const DeviceIdentity&) const = default;
+};
+
+// A device as tuning sees it (query_device_profile in runtime/autotune_gpu.h; from the
+// file: TuningDb::tuned_device).
+struct DeviceProfile {
+  DeviceIdentity identity;
+  DeviceLimits limits;
+  Arch arch = Arch::sm_80;
 };
 
 struct TunedEntry {
@@ -66,8 +75,16 @@ class TuningDb {
   std::optional<TunedEntry> find(const DeviceIdentity& device, const TuningKey& key, const std::string& set_hash) const;
 
   // Adds or replaces entries: in memory, then in the file (lock, re-read, merge, atomic
-  // replace). An unwritable directory keeps them in memory and warns; nothing throws.
-  void store(const DeviceIdentity& device, const std::vector<std::pair<TuningKey, TunedEntry>>& entries);
+  // replace). The device's arch and limits are recorded beside its identity, for readers
+  // away from the GPU. An unwritable directory keeps them in memory and warns; nothing throws.
+  void store(const DeviceProfile& device, const std::vector<std::pair<TuningKey, TunedEntry>>& entries);
+
+  // The device of the file whose winners serve `arch` away from the GPU (the MLIR pass,
+  // `flashgen dump`), among those tuned by this flashgen and NVRTC: the one `device` names
+  // (its GPU name, or its full key(), which matches any versions), else the sole one with
+  // winners for `arch`; nullopt when there is none. Throws Error(invalid_argument) naming
+  // `option` when `device` names no device or several, or when several qualify unnamed.
+  std::optional<DeviceProfile> tuned_device(Arch arch, std::string_view device, std::string_view option) const;
 
   // Entries of the file's device (for listings); empty if none.
   nlohmann::json entries(const DeviceIdentity& device) const;

@@ -1,15 +1,22 @@
 #include "runtime/autotune_selection.h"
 
+#include <fmt/format.h>
 #include <xxhash.h>
+
+#include <algorithm>
+#include <array>
+
+#include "compiler/spec_fields.h"
 
 namespace flashgen {
 
 std::size_t KernelSelector::MemoKeyHash::operator()(const MemoKey& m) const {
   const TuningKey& k = m.key;
-  const long long fields[] = {m.device,  static_cast<int>(k.pass), k.head_dim,     static_cast<int>(k.dtype),
-                              k.causal,  k.window,                 k.softcap,      k.deterministic,
-                              k.seqlen_bucket, static_cast<int>(k.arch)};
-  return static_cast<std::size_t>(XXH3_64bits(fields, sizeof fields));
+  std::array<long long, 4 + kProblemFieldCount> fields = {m.device, static_cast<int>(k.pass), k.seqlen_bucket,
+                                                           static_cast<int>(k.arch)};
+  const auto options = problem_field_values(k);
+  std::copy(options.begin(), options.end(), fields.begin() + 4);
+  return static_cast<std::size_t>(XXH3_64bits(fields.data(), sizeof fields));
 }
 
 KernelSelector::KernelSelector(AutotunePolicy policy, std::filesystem::path dir, LogSink log)
@@ -20,26 +27,63 @@ TuningDb& KernelSelector::db() {
   return *db_;
 }
 
-Candidate KernelSelector::select(const ProblemKey& problem, TunedPass pass, const DeviceProfile& profile, int device) {
-  auto heuristic = [&] {
-    return pass == TunedPass::forward ? select_forward_kernels(problem, profile.arch)
-                                      : select_backward_kernels(problem, profile.arch);
-  };
-  if (policy_ == AutotunePolicy::off) return heuristic();
+std::optional<Candidate> persisted_winner(const TuningDb& db, const DeviceProfile& device, const TuningKey& key) {
+  // The winner's set must be today's set for this key: a changed set means a stale winner.
+  if (auto e = db.find(device.identity, key, tuning_candidates(key, device.limits).hash)) return std::move(e->kernels);
+  return std::nullopt;
+}
 
-  const TuningKey key = tuning_key(problem, pass, profile.arch);
-  const MemoKey memo_key{device, key};
+Candidate select_kernels(const ProblemKey& problem, TunedPass pass, const DeviceProfile& device, const TuningDb* db) {
+  if (db)
+    if (auto winner = persisted_winner(*db, device, tuning_key(problem, pass, device.arch))) return *winner;
+  return pass == TunedPass::forward ? select_forward_kernels(problem, device.arch)
+                                    : select_backward_kernels(problem, device.arch);
+}
+
+TunedSelection::TunedSelection(Options o) : arch_(o.arch) {
+  if (o.dir.empty()) {
+    if (!o.device.empty())
+      throw Error(Status::invalid_argument,
+                  fmt::format("{}: '{}' needs {} (the directory holding autotune.json)", o.device_option, o.device,
+                              o.dir_option));
+    return;
+  }
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(o.dir / TuningDb::kFileName, ec))
+    throw Error(Status::invalid_argument,
+                fmt::format("{}: {} holds no {} (written by `flashgen tune` or Runtime::tune)", o.dir_option,
+                            o.dir.string(), TuningDb::kFileName));
+  db_ = std::make_unique<TuningDb>(o.dir, o.log);
+  device_ = db_->tuned_device(o.arch, o.device, o.device_option);
+}
+
+Candidate TunedSelection::select(const ProblemKey& problem, TunedPass pass) const {
+  if (device_) return select_kernels(problem, pass, *device_, db_.get());
+  DeviceProfile arch_only;
+  arch_only.arch = arch_;
+  return select_kernels(problem, pass, arch_only, nullptr);
+}
+
+Candidate KernelSelector::select(const ProblemKey& problem, TunedPass pass, const DeviceProfile& profile, int device) {
+  if (policy_ == AutotunePolicy::off) return select_kernels(problem, pass, profile, nullptr);
+
+  const MemoKey memo_key{device, tuning_key(problem, pass, profile.arch)};
+  std::optional<Candidate> winner;
+  bool known = false;
   {
     std::shared_lock lock(memo_mutex_);
-    if (auto it = memo_.find(memo_key); it != memo_.end()) return it->second ? *it->second : heuristic();
+    if (auto it = memo_.find(memo_key); it != memo_.end()) {
+      winner = it->second;
+      known = true;
+    }
   }
-  // The winner's set must be today's set for this key: a changed set means a stale winner.
-  std::optional<Candidate> winner;
-  if (auto e = db().find(profile.identity, key, tuning_candidates(key, profile.limits).hash))
-    winner = std::move(e->kernels);
-  std::unique_lock lock(memo_mutex_);
-  const auto& memo = memo_.emplace(memo_key, std::move(winner)).first->second;
-  return memo ? *memo : heuristic();
+  if (!known) {
+    winner = persisted_winner(db(), profile, memo_key.key);
+    std::unique_lock lock(memo_mutex_);
+    memo_.emplace(memo_key, winner);
+  }
+  // select_kernels' answer, with the file lookup memoised.
+  return winner ? *winner : select_kernels(problem, pass, profile, nullptr);
 }
 
 std::vector<TuneResult> KernelSelector::tune_declared(std::span<const TuningKey> keys, const TunerOptions& options) {

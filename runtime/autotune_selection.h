@@ -1,7 +1,9 @@
-// Which kernels the runtime launches for a problem, by autotune policy: the persisted
-// winner of the problem's tuning key on this device (same candidate set), else the
-// heuristic table. The lookup is resolved once per (device, key) and remembered, so the
-// hot path pays a map lookup; nothing here ever tunes except tune_declared().
+// Which kernels run a problem: the one selection rule, shared by the runtime, the CLI and
+// the MLIR pass (--flash-select-kernels): the winner persisted for the problem's tuning key
+// on the device (tuned from today's candidate set), else the heuristic table
+// (compiler/kernel_selection.h). KernelSelector applies it for a Runtime by autotune policy,
+// resolving the lookup once per (device, key), so the hot path pays a map lookup; nothing
+// here ever tunes except tune_declared(). TunedSelection applies it away from the GPU.
 #pragma once
 
 #include <filesystem>
@@ -21,6 +23,40 @@
 #include "runtime/autotune_db.h"
 
 namespace flashgen {
+
+// The winner `db` holds for `key` on `device`, if it was tuned from today's candidate set.
+std::optional<Candidate> persisted_winner(const TuningDb& db, const DeviceProfile& device, const TuningKey& key);
+
+// The rule: persisted_winner (db null: none), else the heuristic table for device.arch.
+Candidate select_kernels(const ProblemKey& problem, TunedPass pass, const DeviceProfile& device, const TuningDb* db);
+
+// The rule away from the GPU (the MLIR pass, `flashgen dump`): the winners of the device
+// TuningDb::tuned_device picks in <dir>/autotune.json (named by `device`, else the sole one
+// with winners for `arch`); no tuning dir: the heuristic table. `dir_option` and
+// `device_option` name the front end's options in errors.
+class TunedSelection {
+ public:
+  struct Options {
+    std::filesystem::path dir;  // holds autotune.json; empty: heuristic only
+    std::string device;         // GPU name or device key; empty: the sole device for the arch
+    Arch arch = Arch::sm_80;
+    std::string dir_option = "tuning-dir";
+    std::string device_option = "device";
+    LogSink log;
+  };
+  // Throws Error(invalid_argument) naming an option: a device without a dir, a dir without
+  // autotune.json, a device the file does not hold (TuningDb::tuned_device).
+  explicit TunedSelection(Options options);
+
+  Candidate select(const ProblemKey& problem, TunedPass pass) const;
+  // The device whose winners are used; nullopt: the heuristic table only.
+  const std::optional<DeviceProfile>& device() const { return device_; }
+
+ private:
+  Arch arch_;
+  std::unique_ptr<TuningDb> db_;
+  std::optional<DeviceProfile> device_;
+};
 
 class KernelSelector {
  public:

@@ -63,7 +63,7 @@ CudaDriver load_driver() {
   FLASHGEN_RESOLVE(cuModuleUnload);
   FLASHGEN_RESOLVE(cuModuleGetFunction);
   FLASHGEN_RESOLVE(cuFuncSetAttribute);
-  FLASHGEN_RESOLVE(cuLaunchKernel);
+  FLASHGEN_RESOLVE(cuLaunchKernelEx);
   FLASHGEN_RESOLVE(cuMemAlloc);
   FLASHGEN_RESOLVE(cuMemFree);
   FLASHGEN_RESOLVE(cuMemAllocAsync);

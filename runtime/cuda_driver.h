@@ -28,8 +28,7 @@ struct CudaDriver {
   CUresult (*cuModuleUnload)(CUmodule);
   CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*);
   CUresult (*cuFuncSetAttribute)(CUfunction, CUfunction_attribute, int);
-  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                             CUstream, void**, void**);
+  CUresult (*cuLaunchKernelEx)(const CUlaunchConfig*, CUfunction, void**, void**);
   CUresult (*cuMemAlloc)(CUdeviceptr*, size_t);
   CUresult (*cuMemFree)(CUdeviceptr);
   CUresult (*cuMemAllocAsync)(CUdeviceptr*, size_t, CUstream);

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "runtime/cuda_driver.h"
+#include "runtime/kernel_launch.h"
 #include "runtime/launch_plan.h"
 
 namespace flashgen {
@@ -14,10 +15,7 @@ void launch(KernelCache& cache, KernelLaunch& l, CUstream stream) {
   if (l.grid[0] == 0 || l.grid[1] == 0 || l.grid[2] == 0) return;
   const LoadedKernel k = cache.load(l.spec);
   void* args[] = {&l.params};
-  check_cuda(cuda_driver().cuLaunchKernel(k.function, l.grid[0], l.grid[1], l.grid[2],
-                                          static_cast<unsigned>(l.spec.threads()), 1, 1,
-                                          static_cast<unsigned>(l.spec.shared_memory_bytes()), stream, args, nullptr),
-             "cuLaunchKernel", l.spec.uri());
+  launch_kernel(k.function, l, stream, args);
 }
 
 }  // namespace

@@ -12,6 +12,8 @@
 #include <thread_pool/thread_pool.hpp>
 #include <unordered_map>
 
+#include "compiler/embedded_files.h"
+#include "compiler/spec_fields.h"
 #include "runtime/cache_directory.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/environment.h"
@@ -26,9 +28,8 @@ namespace {
 // hit costs one hash and one map lookup.
 struct SpecHash {
   size_t operator()(const KernelSpec& s) const {
-    const int fields[] = {static_cast<int>(s.pass), s.head_dim, static_cast<int>(s.dtype), s.block_m, s.block_n,
-                          s.warps, s.stages, s.causal, s.window, s.softcap, s.deterministic, static_cast<int>(s.arch)};
-    return XXH3_64bits(fields, sizeof fields);
+    const auto fields = spec_field_values(s);
+    return XXH3_64bits(fields.data(), sizeof fields);
   }
 };
 
@@ -91,9 +92,9 @@ struct KernelCache::Impl {
 
   std::string key_for(const KernelSpec& spec, const GeneratedSource& src) const {
     const std::string header =
-        fmt::format("flashgen {}\nnvrtc {}\narch {}\noptions {}\nenvironment\n{}kernel {}\nsource {} bytes\n", version(),
-                    nvrtc, to_string(spec.arch), fmt::join(nvrtc_options(spec.arch, compile), " "), environment,
-                    src.kernel_name, src.source.size());
+        fmt::format("flashgen {}\nnvrtc {}\narch {}\noptions {}\nenvironment\n{}templates {}\nkernel {}\nsource {} bytes\n",
+                    version(), nvrtc, to_string(spec.arch), fmt::join(nvrtc_options(spec.arch, compile), " "),
+                    environment, embedded_files_digest(), src.kernel_name, src.source.size());
     XXH3_state_t state;
     XXH3_128bits_reset(&state);
     XXH3_128bits_update(&state, header.data(), header.size());

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "compiler/embedded_files.h"
 #include "runtime/kernel_json.h"
 
 namespace flashgen {
@@ -19,14 +20,37 @@ void write_text(const std::filesystem::path& path, std::string_view bytes) {
     throw Error(Status::internal, fmt::format("kernel dump: writing {} failed: {}", path.string(), std::strerror(errno)));
 }
 
+void make_directories(const std::filesystem::path& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw Error(Status::internal, fmt::format("kernel dump: cannot create {}: {}", dir.string(), ec.message()));
+}
+
+bool has_text(const std::filesystem::path& path, std::string_view text) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  const std::string existing((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return existing == text;
+}
+
 }  // namespace
+
+void write_device_headers(const std::filesystem::path& root) {
+  for (const EmbeddedFile& f : embedded_files()) {
+    const std::filesystem::path path = root / std::filesystem::path(f.name);
+    if (has_text(path, f.text)) continue;
+    make_directories(path.parent_path());
+    write_text(path, f.text);
+  }
+}
+
+std::string device_headers_dir_name() { return "templates-" + embedded_files_digest().substr(0, 16); }
 
 std::filesystem::path write_kernel_dump(const std::filesystem::path& dump_dir, const std::string& entry_name,
                                         const CompiledKernel& kernel, const std::vector<std::string>& nvrtc_flags) {
   const std::filesystem::path dir = dump_dir / entry_name;
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) throw Error(Status::internal, fmt::format("kernel dump: cannot create {}: {}", dir.string(), ec.message()));
+  make_directories(dir);
+  write_device_headers(dump_dir / device_headers_dir_name());
 
   write_text(dir / "kernel.cu", kernel.source);
   write_text(dir / "kernel.ptx", kernel.ptx);
@@ -40,6 +64,7 @@ std::filesystem::path write_kernel_dump(const std::filesystem::path& dump_dir, c
       {"nvrtc_options", nvrtc_flags},
       {"compile_ms", kernel.compile_ms},
       {"cubin_bytes", kernel.cubin.size()},
+      {"device_headers", (std::filesystem::path("..") / device_headers_dir_name()).string()},
   };
   write_text(dir / "resources.json", resources.dump(2) + "\n");
   return dir;

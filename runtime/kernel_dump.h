@@ -5,6 +5,8 @@
 //   kernel.cubin     the machine code (stage 3; disassemble with nvdisasm/cuobjdump)
 //   compile.log      NVRTC's log with the ptxas -v report
 //   resources.json   spec, parsed resources, NVRTC options and version, compile ms
+// and, once per version of the device library, <dump dir>/templates-<digest16>/ with the
+// headers kernel.cu includes (nvcc -I<that dir> compiles it as NVRTC did).
 #pragma once
 
 #include <filesystem>
@@ -14,6 +16,13 @@
 #include "runtime/nvrtc_compiler.h"
 
 namespace flashgen {
+
+// Writes the embedded device headers (templates/) under `root`, by the names the generated
+// sources include; files already there with the same text are left alone. Throws like below.
+void write_device_headers(const std::filesystem::path& root);
+
+// The directory of write_kernel_dump's headers: templates-<first 16 of embedded_files_digest>.
+std::string device_headers_dir_name();
 
 // Writes the dump of one compiled kernel; returns its directory.
 // Throws Error(internal) naming the path when it cannot be written.

@@ -3,25 +3,49 @@
 #include <fmt/format.h>
 #include <xxhash.h>
 
+#include "compiler/spec_fields.h"
+
 namespace flashgen {
 
 nlohmann::json spec_to_json(const KernelSpec& spec) {
-  return {
-      {"uri", spec.uri()},
-      {"pass", to_string(spec.pass)},
-      {"head_dim", spec.head_dim},
-      {"dtype", to_string(spec.dtype)},
-      {"block_m", spec.block_m},
-      {"block_n", spec.block_n},
-      {"warps", spec.warps},
-      {"stages", spec.stages},
-      {"causal", spec.causal},
-      {"window", spec.window},
-      {"softcap", spec.softcap},
-      {"deterministic", spec.deterministic},
-      {"arch", to_string(spec.arch)},
-      {"dynamic_shared_bytes", spec.shared_memory_bytes()},
-  };
+  nlohmann::json j = {{"uri", spec.uri()}, {"dynamic_shared_bytes", spec.shared_memory_bytes()}};
+  for_each_spec_field([&](const auto& field) {
+    const auto value = spec.*field.member;
+    if constexpr (std::is_enum_v<std::decay_t<decltype(value)>>)
+      j[field.name] = field_text(value);
+    else
+      j[field.name] = value;
+  });
+  return j;
+}
+
+std::optional<KernelSpec> spec_from_json(const nlohmann::json& j, std::string& problem, KernelSpec spec) {
+  if (!j.is_object()) {
+    problem = "a kernel spec is not a JSON object";
+    return std::nullopt;
+  }
+  bool ok = true;
+  for_each_spec_field([&](const auto& field) {
+    using T = typename std::decay_t<decltype(field)>::value_type;
+    const auto it = j.find(field.name);
+    if (!ok || it == j.end()) return;  // missing: the base's value (files older than the field)
+    std::optional<T> value;
+    if constexpr (std::is_enum_v<T>) {
+      if (it->is_string()) value = EnumSpelling<T>::parse(it->template get<std::string>());
+    } else if constexpr (std::is_same_v<T, bool>) {
+      if (it->is_boolean()) value = it->template get<bool>();
+    } else {
+      if (it->is_number_integer()) value = it->template get<T>();
+    }
+    if (!value) {
+      problem = fmt::format("\"{}\" is {}, expected {}", field.name, it->dump(), expected_value<T>());
+      ok = false;
+      return;
+    }
+    spec.*field.member = *value;
+  });
+  if (!ok) return std::nullopt;
+  return spec;
 }
 
 nlohmann::json resources_to_json(const KernelResources& r) {

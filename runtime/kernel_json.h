@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -12,7 +13,12 @@
 
 namespace flashgen {
 
+// Every field of compiler/spec_fields.h under its name (enums spelled), plus "uri" and
+// "dynamic_shared_bytes".
 nlohmann::json spec_to_json(const KernelSpec& spec);
+// The spec a spec_to_json object describes; a field it lacks keeps `base`'s value. nullopt
+// (with `problem` naming the field) when a field has the wrong type or an unknown value.
+std::optional<KernelSpec> spec_from_json(const nlohmann::json& j, std::string& problem, KernelSpec base = {});
 nlohmann::json resources_to_json(const KernelResources& r);
 // Missing fields read as 0.
 KernelResources resources_from_json(const nlohmann::json& j);

@@ -10,7 +10,7 @@
 #include "compiler/kernel_selection.h"
 #include "compiler/kernel_spec.h"
 #include "runtime/validate.h"
-#include "templates/attention_params.h"
+#include "templates/params/attention_params.h"
 
 namespace flashgen {
 
@@ -18,6 +18,9 @@ struct KernelLaunch {
   KernelSpec spec;
   std::array<unsigned, 3> grid{};  // a zero dimension means nothing to launch
   FlashAttentionParams params{};
+  // Launch attributes (runtime/kernel_launch.h; sm_90+). A cluster of 1x1x1 and no PDL add none.
+  std::array<unsigned, 3> cluster{1, 1, 1};  // CTAs per thread-block cluster; divides the grid
+  bool programmatic_dependent_launch = false;  // may start before the previous kernel on the stream ends
 };
 
 // Bytes of the backward workspace: the fp32 dQ accumulator (unless deterministic), then D.

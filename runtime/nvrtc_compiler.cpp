@@ -6,6 +6,7 @@
 #include <chrono>
 #include <memory>
 
+#include "compiler/embedded_files.h"
 #include "runtime/environment.h"
 
 namespace flashgen {
@@ -63,8 +64,20 @@ std::string nvrtc_version() {
 CompileOutput compile_source(const std::string& name, const std::string& source, Arch arch,
                              const CompileOptions& options, std::string_view entry) {
   const auto start = std::chrono::steady_clock::now();
+  // The device library (templates/) by the names the sources include.
+  std::vector<std::string> header_texts, header_names;
+  for (const EmbeddedFile& f : embedded_files()) {
+    header_texts.emplace_back(f.text);
+    header_names.emplace_back(f.name);
+  }
+  std::vector<const char*> texts, names;
+  for (std::size_t i = 0; i < header_texts.size(); ++i) {
+    texts.push_back(header_texts[i].c_str());
+    names.push_back(header_names[i].c_str());
+  }
   nvrtcProgram raw = nullptr;
-  check_nvrtc(nvrtcCreateProgram(&raw, source.c_str(), (name + ".cu").c_str(), 0, nullptr, nullptr),
+  check_nvrtc(nvrtcCreateProgram(&raw, source.c_str(), (name + ".cu").c_str(), static_cast<int>(texts.size()),
+                                 texts.data(), names.data()),
               "nvrtcCreateProgram", name);
   Program program(raw);
 

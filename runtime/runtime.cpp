@@ -86,8 +86,7 @@ struct Runtime::Impl {
       o.cache = &kernels();
       o.timer = timer.timer();
       o.check = timer.checker();
-      o.device = dev.identity;
-      o.limits = dev.limits;
+      o.device = dev;
       o.log = options.log;
       const std::vector<TuneResult> results =
           declared ? selector->tune_declared(keys, o) : selector->tune(keys, retune, o);

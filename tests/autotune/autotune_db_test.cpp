@@ -11,6 +11,7 @@
 #include <random>
 
 #include "runtime/autotune_db.h"
+#include "runtime/nvrtc_compiler.h"
 #include "tests/cache/cache_test_support.h"
 
 namespace flashgen {
@@ -40,6 +41,15 @@ DeviceIdentity h200() {
   d.driver_version = 13000;
   d.nvrtc_version = "13.0";
   return d;
+}
+
+// The H200 as the tuner stores it: identity, arch and limits.
+DeviceProfile on_h200() {
+  DeviceProfile p;
+  p.identity = h200();
+  p.arch = Arch::sm_90a;
+  p.limits.max_shared_memory = 227 * 1024;
+  return p;
 }
 
 TuningKey key(int head_dim, long long bucket, TunedPass pass = TunedPass::forward) {
@@ -76,7 +86,7 @@ TEST(AutotuneDb, RoundTripThroughTheFile) {
   {
     TuningDb db(dir.path(), log.sink());
     EXPECT_FALSE(db.find(h200(), fwd, tuning_candidates(fwd).hash));
-    db.store(h200(), {{fwd, entry_for(fwd, 1, ms)}, {bwd, failed_default}});
+    db.store(on_h200(), {{fwd, entry_for(fwd, 1, ms)}, {bwd, failed_default}});
   }
   const nlohmann::json file = nlohmann::json::parse(read_bytes(dir.path() / "autotune.json"));
   EXPECT_EQ(file["format"], 1);
@@ -102,7 +112,7 @@ TEST(AutotuneDb, AnotherDeviceDriverOrVersionDoesNotUseTheWinner) {
   Log log;
   const TuningKey k = key(128, 16384);
   TuningDb db(dir.path(), log.sink());
-  db.store(h200(), {{k, entry_for(k, 1, 2.0)}});
+  db.store(on_h200(), {{k, entry_for(k, 1, 2.0)}});
   const std::string hash = tuning_candidates(k).hash;
   EXPECT_TRUE(db.find(h200(), k, hash));
   std::vector<DeviceIdentity> others(5, h200());
@@ -125,7 +135,7 @@ TEST(AutotuneDb, AChangedCandidateSetInvalidatesOnlyItsOwnWinner) {
   Log log;
   const TuningKey a = key(128, 4096), b = key(64, 4096);
   TuningDb db(dir.path(), log.sink());
-  db.store(h200(), {{a, entry_for(a, 1, 1.0)}, {b, entry_for(b, 1, 1.0)}});
+  db.store(on_h200(), {{a, entry_for(a, 1, 1.0)}, {b, entry_for(b, 1, 1.0)}});
   EXPECT_FALSE(db.find(h200(), a, "0123456789abcdef0123456789abcdef"));  // a's set changed
   EXPECT_TRUE(db.find(h200(), b, tuning_candidates(b).hash));           // b's did not
   EXPECT_TRUE(db.find(h200(), a, tuning_candidates(a).hash));
@@ -147,7 +157,7 @@ TEST(AutotuneDb, ConcurrentProcessesKeepEveryEntry) {
         for (int i = 0; i < kEach; ++i) {
           TuningDb db(dir.path(), nullptr);
           const TuningKey k = key(dims[w], buckets[i]);
-          db.store(h200(), {{k, entry_for(k, 1 + i, 1.0 + w + 0.1 * i)}});
+          db.store(on_h200(), {{k, entry_for(k, 1 + i, 1.0 + w + 0.1 * i)}});
         }
       } catch (...) {
         status = 1;
@@ -190,7 +200,7 @@ TEST(AutotuneDb, ADamagedFileIsIgnoredWithAWarningAndRewritten) {
     EXPECT_THAT(log.warnings[0], HasSubstr("damaged"));
     const TuningKey k = key(128, 1024);
     EXPECT_FALSE(db.find(h200(), k, tuning_candidates(k).hash));
-    db.store(h200(), {{k, entry_for(k, 1, 3.0)}});
+    db.store(on_h200(), {{k, entry_for(k, 1, 3.0)}});
     EXPECT_TRUE(nlohmann::json::parse(read_bytes(dir.path() / "autotune.json"), nullptr, false).is_object());
     EXPECT_TRUE(TuningDb(dir.path(), log.sink()).find(h200(), k, tuning_candidates(k).hash));
   }
@@ -201,7 +211,7 @@ TEST(AutotuneDb, ATamperedEntryFallsBackToTheHeuristicWithAWarning) {
   const TuningKey k = key(128, 4096);
   {
     TuningDb db(dir.path(), nullptr);
-    db.store(h200(), {{k, entry_for(k, 1, 1.0)}});
+    db.store(on_h200(), {{k, entry_for(k, 1, 1.0)}});
   }
   nlohmann::json file = nlohmann::json::parse(read_bytes(dir.path() / "autotune.json"));
   nlohmann::json& kernel = file["devices"][h200().key()]["entries"][k.name()]["kernels"][0];
@@ -220,10 +230,73 @@ TEST(AutotuneDb, AnUnwritableDirectoryKeepsWinnersInMemory) {
   Log log;
   TuningDb db(dir.path() / "not-a-directory" / "cache", log.sink());
   const TuningKey k = key(64, 256);
-  db.store(h200(), {{k, entry_for(k, 1, 1.0)}});
+  db.store(on_h200(), {{k, entry_for(k, 1, 1.0)}});
   ASSERT_EQ(log.warnings.size(), 1u);
   EXPECT_THAT(log.warnings[0], HasSubstr("cannot write the autotune file"));
   EXPECT_TRUE(db.find(h200(), k, tuning_candidates(k).hash));
+}
+
+// A device of this flashgen and NVRTC (what tuned_device considers unnamed).
+DeviceProfile local_gpu(const std::string& name, Arch arch) {
+  DeviceProfile p = on_h200();
+  p.identity.gpu_name = name;
+  p.identity.nvrtc_version = nvrtc_version();
+  p.arch = arch;
+  return p;
+}
+
+TEST(AutotuneDb, TheFileRecordsEachDevicesArchAndLimitsForReadersAwayFromTheGpu) {
+  ScratchDir dir;
+  const TuningKey k = key(128, 4096);
+  const DeviceProfile gpu = local_gpu("NVIDIA H200", Arch::sm_90a);
+  TuningDb(dir.path(), nullptr).store(gpu, {{k, entry_for(k, 1, 1.0)}});
+  const nlohmann::json file = nlohmann::json::parse(read_bytes(dir.path() / "autotune.json"));
+  const nlohmann::json& d = file["devices"][gpu.identity.key()];
+  EXPECT_EQ(d["arch"], "sm_90a");
+  EXPECT_EQ(d["max_shared_memory"], 227 * 1024);
+  EXPECT_EQ(d["max_threads_per_block"], 1024);
+
+  const TuningDb db(dir.path(), nullptr);
+  const auto found = db.tuned_device(Arch::sm_90a, "", "device");
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->identity, gpu.identity);
+  EXPECT_EQ(found->limits.max_shared_memory, 227 * 1024);
+  EXPECT_EQ(found->arch, Arch::sm_90a);
+  EXPECT_FALSE(db.tuned_device(Arch::sm_80, "", "device"));  // no winners for sm_80
+  EXPECT_TRUE(db.tuned_device(Arch::sm_90a, "NVIDIA H200", "device"));
+  EXPECT_TRUE(db.tuned_device(Arch::sm_90a, gpu.identity.key(), "device"));
+}
+
+TEST(AutotuneDb, TunedDeviceIsUnambiguousOrNamed) {
+  ScratchDir dir;
+  const TuningKey k = key(64, 1024);
+  const DeviceProfile a = local_gpu("GPU A", Arch::sm_90a), b = local_gpu("GPU B", Arch::sm_90a);
+  DeviceProfile old_flashgen = local_gpu("GPU C", Arch::sm_90a);
+  old_flashgen.identity.flashgen_version = "0.0.1";
+  {
+    TuningDb db(dir.path(), nullptr);
+    for (const DeviceProfile& p : {a, b, old_flashgen}) db.store(p, {{k, entry_for(k, 1, 1.0)}});
+  }
+  const TuningDb db(dir.path(), nullptr);
+  try {
+    db.tuned_device(Arch::sm_90a, "", "--device");
+    ADD_FAILURE() << "two devices hold sm_90a winners: expected an error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("--device: "));
+    EXPECT_THAT(e.what(), HasSubstr("from 2 devices"));
+    EXPECT_THAT(e.what(), HasSubstr(a.identity.key()));
+    EXPECT_THAT(e.what(), HasSubstr(b.identity.key()));
+  }
+  EXPECT_EQ(db.tuned_device(Arch::sm_90a, "GPU B", "--device")->identity, b.identity);
+  // Another flashgen's winners: only by the full key, as the runtime would never use them.
+  EXPECT_THROW(db.tuned_device(Arch::sm_90a, "GPU C", "--device"), Error);
+  EXPECT_EQ(db.tuned_device(Arch::sm_90a, old_flashgen.identity.key(), "--device")->identity, old_flashgen.identity);
+  try {
+    db.tuned_device(Arch::sm_90a, "GPU Z", "device");
+    ADD_FAILURE() << "expected an error for a device the file does not hold";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("device: 'GPU Z' names no device of"));
+  }
 }
 
 }  // namespace

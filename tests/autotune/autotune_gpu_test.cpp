@@ -197,7 +197,7 @@ TEST_F(AutotuneGpu, APersistedWinnerIsWhatForwardAndBackwardLaunch) {
     e.median_ms = e.heuristic_ms = 1.0;
     forced.push_back({k, e});
   }
-  TuningDb(dir.path(), nullptr).store(device.identity, forced);
+  TuningDb(dir.path(), nullptr).store(device, forced);
 
   RuntimeOptions o;
   o.cache_dir = dir.path().string();

@@ -91,7 +91,7 @@ struct FakeTimer {
 TunerOptions options(FakeTimer& timer, Log& log) {
   TunerOptions o;
   o.timer = timer.timer();
-  o.device = profile().identity;
+  o.device = profile();
   o.log = log.sink();
   o.min_gain = 0;
   return o;
@@ -260,7 +260,7 @@ TEST(Autotune, ATieWithinTheMinimumGainKeepsTheDefault) {
   const Candidate def = heuristic_candidate(k);
   int calls = 0;
   TunerOptions o;
-  o.device = profile().identity;
+  o.device = profile();
   o.log = log.sink();
   o.min_gain = 0.02;
   // Every other candidate is 1% faster than the default: noise, not a win.

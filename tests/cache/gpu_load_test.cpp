@@ -4,10 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <array>
 #include <random>
+#include <vector>
 
 #include "runtime/cuda_driver.h"
 #include "runtime/kernel_cache.h"
+#include "runtime/kernel_launch.h"
 #include "tests/cache/cache_test_support.h"
 
 namespace flashgen {
@@ -93,7 +96,11 @@ TEST_F(GpuLoad, LoadedKernelRunsAndIsReusedPerContext) {
   check_cuda(d.cuMemAlloc(&buffer, sizeof(float) * kThreads), "cuMemAlloc");
   check_cuda(d.cuMemcpyHtoD(buffer, host.data(), sizeof(float) * kThreads), "cuMemcpyHtoD");
   void* args[] = {&buffer};
-  check_cuda(d.cuLaunchKernel(k.function, 1, 1, 1, kThreads, 1, 1, 0, nullptr, args, nullptr), "cuLaunchKernel");
+  CUlaunchConfig config{};
+  config.gridDimX = config.gridDimY = config.gridDimZ = 1;
+  config.blockDimX = kThreads;
+  config.blockDimY = config.blockDimZ = 1;
+  check_cuda(d.cuLaunchKernelEx(&config, k.function, args, nullptr), "cuLaunchKernelEx");
   check_cuda(d.cuCtxSynchronize(), "cuCtxSynchronize");
   check_cuda(d.cuMemcpyDtoH(back.data(), buffer, sizeof(float) * kThreads), "cuMemcpyDtoH");
   check_cuda(d.cuMemFree(buffer), "cuMemFree");
@@ -104,6 +111,41 @@ TEST_F(GpuLoad, LoadedKernelRunsAndIsReusedPerContext) {
     const double scale = std::max(std::abs(product), offset);
     EXPECT_NEAR(back[i], product + offset, 4 * 1.2e-7 * scale) << i;
   }
+}
+
+// launch_kernel's attributes reach the device: each CTA writes the size of its cluster
+// (%cluster_nctarank, 1 outside a cluster); PDL rides along (the kernel needs no wait).
+TEST_F(GpuLoad, ClusterAndPdlLaunchAttributesReachTheKernel) {
+  ensure_context(0);
+  if (device0_arch() != Arch::sm_90a) GTEST_SKIP() << "clusters and PDL need sm_90";
+  ScratchDir dir;
+  KernelCacheOptions options;
+  options.dir = dir.path();
+  options.generate = [](const KernelSpec& s) {
+    return GeneratedSource{s.uri(), fmt::format("extern \"C\" __global__ void {}(unsigned* out) {{\n"
+                                                "  unsigned n;\n"
+                                                "  asm(\"mov.u32 %0, %%cluster_nctarank;\" : \"=r\"(n));\n"
+                                                "  if (threadIdx.x == 0) out[blockIdx.x] = n;\n}}\n",
+                                                s.uri())};
+  };
+  KernelCache cache(options);
+  KernelLaunch l;
+  l.spec.arch = Arch::sm_90a;
+  l.grid = {8, 1, 1};
+  const CudaDriver& d = cuda_driver();
+  CUdeviceptr out = 0;
+  check_cuda(d.cuMemAlloc(&out, sizeof(unsigned) * 8), "cuMemAlloc");
+  void* args[] = {&out};
+  for (const std::array<unsigned, 3> cluster : {std::array<unsigned, 3>{1, 1, 1}, {2, 1, 1}, {4, 1, 1}}) {
+    l.cluster = cluster;
+    l.programmatic_dependent_launch = cluster[0] == 4;
+    launch_kernel(cache.load(l.spec).function, l, nullptr, args);
+    check_cuda(d.cuCtxSynchronize(), "cuCtxSynchronize");
+    std::vector<unsigned> sizes(8);
+    check_cuda(d.cuMemcpyDtoH(sizes.data(), out, sizeof(unsigned) * 8), "cuMemcpyDtoH");
+    EXPECT_THAT(sizes, ::testing::Each(cluster[0])) << "cluster " << cluster[0];
+  }
+  check_cuda(d.cuMemFree(out), "cuMemFree");
 }
 
 }  // namespace

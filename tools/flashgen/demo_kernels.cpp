@@ -6,14 +6,17 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <random>
 #include <vector>
 
-#include "compiler/kernel_selection.h"
+#include "runtime/autotune_gpu.h"
+#include "runtime/autotune_selection.h"
 #include "runtime/cpu/cpu_attention.h"
 #include "runtime/cpu/dtype_convert.h"
 #include "runtime/cpu/parallel_for.h"
 #include "runtime/cuda_driver.h"
+#include "runtime/environment.h"
 #include "runtime/gpu_attention.h"
 #include "runtime/kernel_cache.h"
 #include "runtime/validate.h"
@@ -164,9 +167,21 @@ int run_demo_kernels(const DemoOptions& d, std::uint64_t seed) {
 
   fmt::print("\nflashgen demo: the generated kernels of this problem ({}, {}{})\n", to_string(dtype), to_string(arch),
              gpu ? "" : ": no GPU here, compiling for the H100/H200 target; NVRTC needs no GPU");
-  std::vector<KernelSpec> specs = select_forward_kernels(key, arch);
-  for (const KernelSpec& s : select_backward_kernels(key, arch)) specs.push_back(s);
   KernelCache cache;
+  // What the Runtime below launches: on a GPU, its selector (policy, persisted winners of
+  // this device in the cache directory); without one, the heuristic table.
+  DeviceProfile device;
+  device.arch = arch;
+  std::optional<KernelSelector> selector;
+  if (gpu) {
+    device = query_device_profile(0);
+    selector.emplace(effective_autotune_policy(AutotunePolicy::cached), cache.dir(), default_log_sink());
+  }
+  auto select = [&](TunedPass pass) {
+    return selector ? selector->select(key, pass, device, 0) : select_kernels(key, pass, device, nullptr);
+  };
+  std::vector<KernelSpec> specs = select(TunedPass::forward);
+  for (const KernelSpec& s : select(TunedPass::backward)) specs.push_back(s);
   const auto start = std::chrono::steady_clock::now();
   const auto kernels = cache.get_many(specs);
   print_kernels(kernels, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());

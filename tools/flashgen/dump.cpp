@@ -18,14 +18,17 @@
 #include <utility>
 
 #include "compiler/codegen.h"
-#include "compiler/kernel_selection.h"
 #include "compiler/mlir_text.h"
 #include "compiler/schedule_svg.h"
+#include "compiler/spec_fields.h"
 #include "compiler/tile_schedule.h"
+#include "runtime/autotune_selection.h"
 #include "runtime/environment.h"
+#include "runtime/kernel_dump.h"
 #include "runtime/kernel_json.h"
 #include "runtime/nvrtc_compiler.h"
 #include "tools/flashgen/commands.h"
+#include "tools/flashgen/spec_options.h"
 
 namespace flashgen::cli {
 namespace {
@@ -34,8 +37,9 @@ namespace fs = std::filesystem;
 
 constexpr const char* kStages = R"(Stages (what --emit selects):
   spec       the KernelSpec built from the options below; its URI names every file
-  source     the CUDA C++ flashgen generates for the spec (templates specialised with
-             the spec's constants; self-contained, no headers needed)
+  source     the CUDA C++ flashgen generates for the spec: the includes of the kernel's
+             device pieces and one instantiation of them with the spec's constants (with
+             --out, the headers go to <out>/templates/: nvcc -I<out>/templates compiles it)
   ptx        the PTX NVRTC produces from the source for --arch (virtual ISA)
   sass       the machine code of the cubin ptxas produced, disassembled with nvdisasm or
              cuobjdump (CUDA toolkit; looked up on PATH and in /usr/local/cuda/bin)
@@ -51,7 +55,10 @@ constexpr const char* kStages = R"(Stages (what --emit selects):
              Not part of `all`.
 
 --pass all dumps every kernel of the forward+backward variant: fwd, bwd_preprocess,
-bwd_dkdv and bwd_dq_convert (bwd_dq with --deterministic).
+bwd_dkdv and bwd_dq_convert (bwd_dq with --deterministic), with the tiles the runtime
+picks: the heuristic table or, with --tuning-dir DIR (the runtime's cache directory),
+the autotune winners DIR/autotune.json holds for --device (default: its sole device
+with winners for --arch). The MLIR pass --flash-select-kernels picks by the same code.
 The runtime can dump every kernel it compiles too: set FLASHGEN_DUMP_DIR=dir
 (see docs/dump.md). FLASHGEN_NVRTC_FLAGS adds NVRTC options to every compile.
 
@@ -60,29 +67,27 @@ file (flash.attention / flash.attention_grad / flash.kernel ops; docs/dialect.md
 flashgen-opt: the runtime's kernel selection, then <uri>.cu (and .cubin/.ptx) per kernel.)";
 
 struct DumpOptions {
-  std::string pass = "fwd";
-  int head_dim = 128;
-  std::string dtype = "bf16";
-  std::optional<int> block_m, block_n, warps, stages;
-  bool causal = false;
-  std::string window;  // "L,R"
-  std::optional<float> softcap;
-  bool deterministic = false;
-  std::string arch = "sm_90a";
+  SpecOptions spec;  // --pass, --head-dim, --block-m, ..., --arch (compiler/spec_fields.h)
   long long seqlen = 4096;
+  std::string tuning_dir, device;  // --pass all: the persisted winners of a device (TunedSelection)
   std::vector<std::string> emit = {"source"};
   std::string out_dir;
   std::string mlir_file;  // dump FILE.mlir: the kernels of an MLIR file
-  bool pass_given = false;  // --pass on the command line (the schedule draws every pass otherwise)
   // --emit schedule: the problem the tiles cover.
   std::optional<int> seqlen_q, seqlen_k;
   int heads_q = 1, heads_kv = 1;
+
+  // Every kernel of the variant: --pass all (the schedule also when --pass is not given).
+  bool pass_all(bool schedule = false) const {
+    return spec.value("pass") == "all" || (schedule && !spec.given("pass"));
+  }
 };
 
-template <typename T>
-T parsed(std::optional<T> value, const char* option, const std::string& got, const char* expected) {
-  if (!value) throw Error(Status::invalid_argument, fmt::format("{}: got '{}', expected {}", option, got, expected));
-  return *value;
+// What `flashgen dump` shows without options: the spec's defaults, for the H100/H200.
+KernelSpec dump_defaults() {
+  KernelSpec s;
+  s.arch = Arch::sm_90a;
+  return s;
 }
 
 // --window L,R; {-1, -1} without --window.
@@ -97,58 +102,46 @@ std::pair<int, int> parse_window(const std::string& window) {
   return {left, right};
 }
 
-// The code-changing options shared by every kernel of the variant.
-KernelSpec base_spec(const DumpOptions& o) {
-  KernelSpec s;
-  s.head_dim = o.head_dim;
-  s.dtype = parsed(parse_dtype(o.dtype), "--dtype", o.dtype, "fp16 or bf16");
-  s.arch = parsed(parse_arch(o.arch), "--arch", o.arch, "sm_80, sm_86, sm_89, sm_90 or sm_90a");
-  s.causal = o.causal;
-  s.deterministic = o.deterministic;
-  if (!o.window.empty()) {
-    parse_window(o.window);
-    s.window = true;  // the sizes are launch parameters; the kernel only knows a window exists
+// The code-changing options shared by every kernel of the variant. The sizes of the window
+// and the cap are launch parameters: the kernel only knows that they exist.
+KernelSpec base_spec(const DumpOptions& o, bool all) {
+  parse_window(o.spec.value("window"));
+  if (o.spec.given("softcap")) {
+    const std::string& cap = o.spec.value("softcap");
+    char* end = nullptr;
+    const float value = std::strtof(cap.c_str(), &end);
+    if (end == cap.c_str() || *end != '\0' || !(value > 0.0f))
+      throw Error(Status::invalid_argument, fmt::format("--softcap: got '{}', expected a value > 0", cap));
   }
-  if (o.softcap) {
-    if (!(*o.softcap > 0.0f))
-      throw Error(Status::invalid_argument, fmt::format("--softcap: got {}, expected a value > 0", *o.softcap));
-    s.softcap = true;  // the cap is a launch parameter
-  }
-  if (o.block_m) s.block_m = *o.block_m;
-  if (o.block_n) s.block_n = *o.block_n;
-  if (o.warps) s.warps = *o.warps;
-  if (o.stages) s.stages = *o.stages;
-  return s;
+  if (!all && !parse_pass(o.spec.value("pass")))
+    throw Error(Status::invalid_argument,
+                fmt::format("--pass: got '{}', expected {}, or all", o.spec.value("pass"), enum_values<Pass>()));
+  return o.spec.spec(dump_defaults(), all ? "pass" : "");  // every pass: set per kernel
 }
 
-std::vector<KernelSpec> specs_to_dump(const DumpOptions& o) {
-  const KernelSpec base = base_spec(o);
-  if (o.pass != "all") {
-    KernelSpec s = base;
-    s.pass = parsed(parse_pass(o.pass), "--pass", o.pass,
-                    "fwd, bwd_preprocess, bwd_dkdv, bwd_dq, bwd_dq_convert or all");
-    return {s};
-  }
-  const bool tiles_given = o.block_m || o.block_n || o.warps || o.stages;
-  if (!tiles_given) {
-    // The runtime's own choice for this problem, when the selection table exists.
+std::vector<KernelSpec> specs_to_dump(const DumpOptions& o, bool schedule = false) {
+  const bool all = o.pass_all(schedule);
+  const KernelSpec base = base_spec(o, all);
+  if (!all) return {base};
+  if (!o.spec.tiles_given()) {
+    // The runtime's own choice for this problem (with --tuning-dir, its persisted winners).
     ProblemKey p;
-    p.head_dim = base.head_dim;
-    p.dtype = base.dtype;
-    p.causal = base.causal;
-    p.window = base.window;
-    p.softcap = base.softcap;
-    p.deterministic = base.deterministic;
+    static_cast<ProblemOptions&>(p) = base;
     p.seqlen_q = o.seqlen_q ? *o.seqlen_q : o.seqlen;
     p.seqlen_k = o.seqlen_k ? *o.seqlen_k : p.seqlen_q;
     p.heads_q = o.heads_q;
     p.heads_kv = o.heads_kv;
-    std::vector<KernelSpec> specs = select_forward_kernels(p, base.arch);
-    std::vector<KernelSpec> backward = select_backward_kernels(p, base.arch);
-    if (!specs.empty() && !backward.empty()) {
-      specs.insert(specs.end(), backward.begin(), backward.end());
-      return specs;
-    }
+    TunedSelection::Options t;
+    t.dir = o.tuning_dir;
+    t.device = o.device;
+    t.arch = base.arch;
+    t.dir_option = "--tuning-dir";
+    t.device_option = "--device";
+    t.log = default_log_sink();
+    const TunedSelection selection(std::move(t));
+    std::vector<KernelSpec> specs = selection.select(p, TunedPass::forward);
+    for (const KernelSpec& s : selection.select(p, TunedPass::backward)) specs.push_back(s);
+    return specs;
   }
   std::vector<KernelSpec> specs;
   for (Pass pass : {Pass::fwd, Pass::bwd_preprocess, Pass::bwd_dkdv,
@@ -248,8 +241,11 @@ std::optional<fs::path> find_flashgen_opt() {
                             "which was found neither beside flashgen nor on PATH",
                             o.mlir_file));
   const bool binaries = std::count(o.emit.begin(), o.emit.end(), "all") || std::count(o.emit.begin(), o.emit.end(), "ptx");
-  std::vector<std::string> args = {opt->string(), o.mlir_file, "--canonicalize",
-                                   fmt::format("--flash-select-kernels=arch={}", o.arch),
+  std::string select = fmt::format("--flash-select-kernels=arch={}", o.spec.value("arch"));
+  // In braces: a GPU name may hold spaces (MLIR keeps empty braces, so those are left out).
+  for (const auto& [option, value] : {std::pair{"tuning-dir", &o.tuning_dir}, std::pair{"device", &o.device}})
+    if (!value->empty()) select += fmt::format(" {}={{{}}}", option, *value);
+  std::vector<std::string> args = {opt->string(), o.mlir_file, "--canonicalize", select,
                                    fmt::format("--flash-emit-cuda=dir={}{}", o.out_dir,
                                                binaries ? " cubin=true ptx=true" : ""),
                                    "-o", "/dev/null"};
@@ -282,7 +278,7 @@ ScheduleShape schedule_shape(const DumpOptions& o) {
   if (o.heads_q % o.heads_kv != 0)
     throw Error(Status::invalid_argument, fmt::format("--heads-kv: got {}, expected a divisor of --heads-q {}",
                                                       o.heads_kv, o.heads_q));
-  std::tie(shape.window_left, shape.window_right) = parse_window(o.window);
+  std::tie(shape.window_left, shape.window_right) = parse_window(o.spec.value("window"));
   shape.group = o.heads_q / o.heads_kv;
   return shape;
 }
@@ -290,10 +286,8 @@ ScheduleShape schedule_shape(const DumpOptions& o) {
 // --emit schedule: the SVG of every kernel of the variant (or of --pass), to --out or stdout.
 void write_schedule(const DumpOptions& o) {
   const ScheduleShape shape = schedule_shape(o);
-  DumpOptions variant = o;
-  if (!o.pass_given) variant.pass = "all";
   std::vector<PassSchedule> passes;
-  for (const KernelSpec& spec : specs_to_dump(variant)) {
+  for (const KernelSpec& spec : specs_to_dump(o, /*schedule=*/true)) {
     spec.validate();
     passes.push_back(schedule_pass(spec, shape));
   }
@@ -346,7 +340,11 @@ void run_dump(const DumpOptions& o) {
     if (stages.empty()) break;
     const GeneratedSource source = generate_source(spec);  // validates the spec
     const std::string uri = spec.uri();
-    if (stages.count("source")) emit(o, uri, "source", ".cu", source.source);
+    if (stages.count("source")) {
+      emit(o, uri, "source", ".cu", source.source);
+      // The headers it includes, so that `nvcc -I<out>/templates` compiles it as NVRTC did.
+      if (!o.out_dir.empty()) write_device_headers(fs::path(o.out_dir) / "templates");
+    }
     if (!compile) continue;
     const CompiledKernel k = compile_kernel(spec, source, options);
     if (stages.count("ptx")) emit(o, uri, "ptx", ".ptx", k.ptx);
@@ -367,21 +365,17 @@ void register_dump(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "dump", "show what flashgen generates for a kernel: source, PTX, SASS, resources, tile schedule");
   cmd->footer(kStages);
-  auto* pass = cmd->add_option("--pass", options->pass, "fwd, bwd_preprocess, bwd_dkdv, bwd_dq, bwd_dq_convert, or all")
-                   ->capture_default_str();
-  cmd->add_option("--head-dim", options->head_dim, "head dimension (32..256)")->capture_default_str();
-  cmd->add_option("--dtype", options->dtype, "fp16 or bf16")->capture_default_str();
-  cmd->add_option("--block-m", options->block_m, "query rows per tile (default: the spec's or the selection's)");
-  cmd->add_option("--block-n", options->block_n, "key rows per tile");
-  cmd->add_option("--warps", options->warps, "warps per CTA");
-  cmd->add_option("--stages", options->stages, "pipeline stages");
-  cmd->add_flag("--causal", options->causal, "causal masking");
-  cmd->add_option("--window", options->window, "sliding window L,R (-1: unbounded side)");
-  cmd->add_option("--softcap", options->softcap, "soft-capping of the logits, value > 0");
-  cmd->add_flag("--deterministic", options->deterministic, "deterministic backward (no atomics)");
-  cmd->add_option("--arch", options->arch, "sm_80, sm_86, sm_89, sm_90 or sm_90a")->capture_default_str();
+  options->spec.add_to(*cmd, dump_defaults());
+  options->spec.option("pass")->description(
+      fmt::format("which kernel: {}, or all (every kernel of the forward+backward variant)", enum_values<Pass>()));
   cmd->add_option("--seqlen", options->seqlen, "sequence length steering the tile selection of --pass all")
       ->capture_default_str();
+  cmd->add_option("--tuning-dir", options->tuning_dir,
+                  "--pass all and FILE.mlir: use the autotune winners of DIR/autotune.json (the runtime's cache "
+                  "directory; default: the heuristic table)");
+  cmd->add_option("--device", options->device,
+                  "with --tuning-dir: the device whose winners to use, its GPU name or key (default: the sole "
+                  "device with winners for --arch)");
   cmd->add_option("--emit", options->emit,
                   "stages to print: source, ptx, sass, resources, mlir, all, schedule (comma-separated)")
       ->delimiter(',')
@@ -398,10 +392,7 @@ void register_dump(CLI::App& app) {
   cmd->add_option("--out", options->out_dir,
                   "write <uri>.cu/.ptx/.sass/.json/.log/.cubin here instead of stdout (--emit schedule: FILE.svg "
                   "or a directory)");
-  cmd->callback([options, pass] {
-    options->pass_given = pass->count() > 0;
-    run_dump(*options);
-  });
+  cmd->callback([options] { run_dump(*options); });
 }
 
 }  // namespace flashgen::cli

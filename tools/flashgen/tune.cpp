@@ -182,8 +182,7 @@ void run_tune(const TuneOptions& o) {
   options.cache = &cache;
   options.timer = timer.timer();
   options.check = timer.checker();
-  options.device = device.identity;
-  options.limits = device.limits;
+  options.device = device;
   options.log = log;
   options.progress = [view](const TuneProgress& p) { (*view)(p); };
   const std::vector<TuneResult> results = autotune(db, keys, o.full, options);

@@ -1,8 +1,8 @@
 // A CPU emulator for the generated sm_80 kernels, so that their logic (indexing,
 // masks, pipelines, fragment layouts, epilogues) is tested on machines without a GPU.
-// The generated source is compiled as C++ with this prelude; the inline-PTX level
-// (templates/ptx.cuh) is swapped for sm80_ptx_emulated.inc, written from the PTX ISA's
-// fragment layouts. Each CUDA thread of a CTA runs as a fiber (ucontext); barriers and
+// The generated source is compiled as C++ with this prelude; the inline-PTX headers
+// (templates/arch/ptx.cuh, cp_async.cuh, mma_sm80.cuh) are swapped for include/arch/, written
+// from the PTX ISA's fragment layouts. Each CUDA thread of a CTA runs as a fiber (ucontext); barriers and
 // warp collectives (ldmatrix, mma.sync, shfl) switch fibers until every participant
 // has arrived. CTAs run one after another. Slow, exact, deterministic.
 #pragma once
@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "templates/attention_params.h"
+#include "templates/params/attention_params.h"
 
 // CUDA keywords and builtins the templates use.
 #define __device__

@@ -6,7 +6,6 @@
 #include "mlir/IR/OpImplementation.h"
 
 #include "flashgen/Dialect/Flash/IR/FlashOpsDialect.cpp.inc"
-#include "flashgen/Dialect/Flash/IR/FlashOpsEnums.cpp.inc"
 
 #define GET_OP_CLASSES
 #include "flashgen/Dialect/Flash/IR/FlashOps.cpp.inc"

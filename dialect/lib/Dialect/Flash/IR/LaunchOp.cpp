@@ -51,9 +51,9 @@ LogicalResult LaunchOp::verifySymbolUses(SymbolTableCollection& symbols) {
                          << count(signature.results.size(), "result") << " (" << roleList(signature.results)
                          << "), got " << getNumResults();
   for (auto [i, role, value] : llvm::enumerate(signature.operands, getArgs()))
-    if (failed(verifyRole(*this, "operand", i, role, value.getType(), spec, kernel.getDtype()))) return failure();
+    if (failed(verifyRole(*this, "operand", i, role, value.getType(), spec, kernel.getElementType()))) return failure();
   for (auto [i, role, value] : llvm::enumerate(signature.results, getResults()))
-    if (failed(verifyRole(*this, "result", i, role, value.getType(), spec, kernel.getDtype()))) return failure();
+    if (failed(verifyRole(*this, "result", i, role, value.getType(), spec, kernel.getElementType()))) return failure();
 
   if (spec.window != getWindow().has_value())
     return emitOpError() << "kernel @" << getKernel() << (spec.window ? " has" : " has no")

@@ -1,11 +1,13 @@
 // --flash-select-kernels: flash.attention / flash.attention_grad -> flash.kernel
-// symbols + flash.launch chains, with the kernel selection the runtime uses.
+// symbols + flash.launch chains, with the runtime's selection (TunedSelection:
+// persisted autotune winners, else the heuristic table).
 #include <array>
 
-#include "compiler/kernel_selection.h"
+#include "compiler/spec_fields.h"
 #include "flashgen/Dialect/Flash/IR/Dialect.h"
 #include "flashgen/Dialect/Flash/IR/LaunchSignature.h"
 #include "flashgen/Dialect/Flash/Transforms/Passes.h"
+#include "runtime/autotune_selection.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 
@@ -38,10 +40,12 @@ flashgen::ProblemKey problemKey(ProblemOp op) {
   flashgen::ProblemKey key;
   key.head_dim = static_cast<int>(q.getDimSize(3));
   key.dtype = toDType(q.getElementType());
-  key.causal = op.getCausal();
-  key.window = op.getWindow().has_value();
-  key.softcap = op.getSoftcap().has_value();
-  key.deterministic = op.getDeterministic();
+  // The problem ops carry each flag of the spec under its name (a window or a cap
+  // with its launch value): present means on.
+  flashgen::for_each_problem_field([&](const auto& f) {
+    if constexpr (std::is_same_v<typename std::decay_t<decltype(f)>::value_type, bool>)
+      key.*f.member = op->hasAttr(f.name);
+  });
   key.batch = staticOrZero(q.getDimSize(0));
   key.heads_q = staticOrZero(q.getDimSize(2));
   key.heads_kv = staticOrZero(k.getDimSize(2));
@@ -50,20 +54,12 @@ flashgen::ProblemKey problemKey(ProblemOp op) {
   return key;
 }
 
-std::string describe(const flashgen::ProblemKey& key) {
-  std::string s = "head_dim " + std::to_string(key.head_dim) + ", " + flashgen::to_string(key.dtype);
-  for (auto [on, name] : {std::pair{key.causal, "causal"}, std::pair{key.window, "window"},
-                          std::pair{key.softcap, "softcap"}, std::pair{key.deterministic, "deterministic"}})
-    if (on) s += std::string(", ") + name;
-  return s;
-}
-
 // One run of the pass over a module: declares kernels after one another at the
 // top of the module and replaces each problem op by its launches.
 class ProblemLowering {
  public:
-  ProblemLowering(ModuleOp module, flashgen::Arch arch)
-      : arch_(arch), symbols_(module), nextKernel_(module.getBody()->begin()) {}
+  ProblemLowering(ModuleOp module, flashgen::Arch arch, const flashgen::TunedSelection& selection)
+      : arch_(arch), selection_(selection), symbols_(module), nextKernel_(module.getBody()->begin()) {}
 
   LogicalResult lower(AttentionOp op) {
     RoleTable table;
@@ -73,7 +69,7 @@ class ProblemLowering {
     table.type(TensorRole::out) = op.getOut().getType();
     table.type(TensorRole::lse) = op.getLse().getType();
     const flashgen::ProblemKey key = problemKey(op);
-    return lowerWith(op, flashgen::select_forward_kernels, key, table, {TensorRole::out, TensorRole::lse});
+    return lowerWith(op, flashgen::TunedPass::forward, key, table, {TensorRole::out, TensorRole::lse});
   }
 
   LogicalResult lower(AttentionGradOp op) {
@@ -91,27 +87,26 @@ class ProblemLowering {
     table.type(TensorRole::delta) = op.getLse().getType();
     table.type(TensorRole::grad_query_accum) = ranked(op.getQuery()).clone(Float32Type::get(op.getContext()));
     const flashgen::ProblemKey key = problemKey(op);
-    return lowerWith(op, flashgen::select_backward_kernels, key, table,
+    return lowerWith(op, flashgen::TunedPass::backward, key, table,
                      {TensorRole::grad_query, TensorRole::grad_key, TensorRole::grad_value});
   }
 
  private:
-  using Selection = std::vector<flashgen::KernelSpec> (*)(const flashgen::ProblemKey&, flashgen::Arch);
-
   // Launches the selected kernels in order, each taking its operands from the table
   // and adding its results to it; then replaces op's results by the table's `outputs`.
   template <typename ProblemOp>
-  LogicalResult lowerWith(ProblemOp op, Selection select, const flashgen::ProblemKey& key, RoleTable& table,
+  LogicalResult lowerWith(ProblemOp op, flashgen::TunedPass pass, const flashgen::ProblemKey& key, RoleTable& table,
                           ArrayRef<TensorRole> outputs) {
     std::vector<flashgen::KernelSpec> specs;
     try {
-      specs = select(key, arch_);
+      specs = selection_.select(key, pass);
     } catch (const flashgen::Error& e) {
-      return op.emitOpError() << "no kernel for " << describe(key) << " on " << flashgen::to_string(arch_) << ": "
+      return op.emitOpError() << "no kernel for " << flashgen::describe(key) << " on " << flashgen::to_string(arch_)
+                              << ": "
                               << e.what();
     }
     if (specs.empty())
-      return op.emitOpError() << "no kernel for " << describe(key) << " on " << flashgen::to_string(arch_)
+      return op.emitOpError() << "no kernel for " << flashgen::describe(key) << " on " << flashgen::to_string(arch_)
                               << ": flashgen's kernel selection returned none";
     OpBuilder builder(op);
     for (const flashgen::KernelSpec& spec : specs) {
@@ -140,7 +135,8 @@ class ProblemLowering {
     SmallVector<Value> replacements;
     for (TensorRole role : outputs) {
       if (!table.value(role))
-        return op.emitOpError() << "the kernels selected for " << describe(key) << " never produce " << roleName(role);
+        return op.emitOpError() << "the kernels selected for " << flashgen::describe(key) << " never produce "
+                                << roleName(role);
       replacements.push_back(table.value(role));
     }
     op->replaceAllUsesWith(replacements);
@@ -165,6 +161,7 @@ class ProblemLowering {
   }
 
   flashgen::Arch arch_;
+  const flashgen::TunedSelection& selection_;
   SymbolTable symbols_;
   Block::iterator nextKernel_;
 };
@@ -181,11 +178,27 @@ class SelectKernels : public impl::FlashSelectKernelsBase<SelectKernels> {
                          << "' is not one of sm_80, sm_86, sm_89, sm_90, sm_90a";
       return signalPassFailure();
     }
+    std::optional<flashgen::TunedSelection> selection;
+    try {
+      flashgen::TunedSelection::Options o;
+      o.dir = tuningDir.getValue();
+      o.device = device;
+      o.arch = *target;
+      o.dir_option = "--flash-select-kernels: tuning-dir";
+      o.device_option = "--flash-select-kernels: device";
+      o.log = [&](flashgen::LogLevel level, const std::string& message) {
+        if (level >= flashgen::LogLevel::warning) emitWarning(module.getLoc()) << message;
+      };
+      selection.emplace(std::move(o));
+    } catch (const flashgen::Error& e) {
+      emitError(module.getLoc()) << e.what();  // an option's problem: no op to show
+      return signalPassFailure();
+    }
     SmallVector<Operation*> problems;
     module.walk([&](Operation* op) {
       if (isa<AttentionOp, AttentionGradOp>(op)) problems.push_back(op);
     });
-    ProblemLowering lowering(module, *target);
+    ProblemLowering lowering(module, *target, *selection);
     for (Operation* op : problems) {
       LogicalResult lowered =
           isa<AttentionOp>(op) ? lowering.lower(cast<AttentionOp>(op)) : lowering.lower(cast<AttentionGradOp>(op));

@@ -1,4 +1,4 @@
-// The `flash` dialect: its ops, enums and the link to flashgen's KernelSpec.
+// The `flash` dialect: its ops and the link to flashgen's KernelSpec.
 #pragma once
 
 #include "compiler/kernel_spec.h"
@@ -11,7 +11,6 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include "flashgen/Dialect/Flash/IR/FlashOpsDialect.h.inc"
-#include "flashgen/Dialect/Flash/IR/FlashOpsEnums.h.inc"
 
 #define GET_OP_CLASSES
 #include "flashgen/Dialect/Flash/IR/FlashOps.h.inc"

@@ -3,33 +3,8 @@
 #define FLASHGEN_FLASH_OPS_TD
 
 include "flashgen/Dialect/Flash/IR/FlashDialect.td"
-include "mlir/IR/EnumAttr.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
-
-//===----------------------------------------------------------------------===//
-// Enums mirroring compiler/kernel_spec.h (same spellings, same values).
-//===----------------------------------------------------------------------===//
-
-def Flash_KernelPass : I32EnumAttr<"KernelPass", "which kernel of the forward or backward pass", [
-  I32EnumAttrCase<"fwd", 0>,
-  I32EnumAttrCase<"bwd_preprocess", 1>,
-  I32EnumAttrCase<"bwd_dkdv", 2>,
-  I32EnumAttrCase<"bwd_dq", 3>,
-  I32EnumAttrCase<"bwd_dq_convert", 4>
-]> {
-  let cppNamespace = "::mlir::flash";
-}
-
-def Flash_Arch : I32EnumAttr<"Arch", "target GPU architecture", [
-  I32EnumAttrCase<"sm_80", 80>,
-  I32EnumAttrCase<"sm_86", 86>,
-  I32EnumAttrCase<"sm_89", 89>,
-  I32EnumAttrCase<"sm_90", 90>,
-  I32EnumAttrCase<"sm_90a", 900>
-]> {
-  let cppNamespace = "::mlir::flash";
-}
 
 //===----------------------------------------------------------------------===//
 // Types and attributes shared by the ops.
@@ -135,41 +110,34 @@ def Flash_KernelOp : Flash_Op<"kernel", [Symbol]> {
   let summary = "one generated kernel: its attributes are exactly a flashgen KernelSpec";
   let description = [{
     A symbol naming one kernel flashgen generates. The attributes are the
-    fields of `flashgen::KernelSpec` (compiler/kernel_spec.h): the pass, the
-    target architecture, head_dim, the element type, the tile (block_m query
-    rows × block_n key rows), warps, pipeline stages, and the flags that change
-    the code (causal, window, softcap, deterministic). Values that do not
+    fields of `flashgen::KernelSpec`, under the names of its field table
+    (compiler/spec_fields.h, which every form of a spec comes from): the
+    pass and the target architecture (written before and after `for`,
+    stored as their names), head_dim, the element type (a type), the tile
+    (block_m query rows × block_n key rows), warps, pipeline stages (32-bit
+    integers), and the flags that change the code (causal, window, softcap,
+    deterministic: unit attributes, present when set). Values that do not
     change the code (sequence lengths, window sizes, the cap, the scale) are
     launch parameters and live on `flash.launch`.
 
-    The verifier is `KernelSpec::problems()`: the same rules the runtime and
-    `flashgen dump` apply, each reported at the op.
+    The verifier checks each attribute's kind, then `KernelSpec::problems()`:
+    the same rules the runtime and `flashgen dump` apply, each reported at
+    the op.
 
     ```mlir
     flash.kernel @fwd_d128_bf16_m128n64_w4s2_causal_sm_80 fwd for sm_80 {head_dim = 128, dtype = bf16, block_m = 128, block_n = 64, warps = 4, stages = 2, causal}
     ```
   }];
-  let arguments = (ins
-    SymbolNameAttr:$sym_name,
-    Flash_KernelPass:$pass,
-    Flash_Arch:$arch,
-    I32Attr:$head_dim,
-    TypeAttrOf<Flash_Element>:$dtype,
-    I32Attr:$block_m,
-    I32Attr:$block_n,
-    I32Attr:$warps,
-    I32Attr:$stages,
-    UnitAttr:$causal,
-    UnitAttr:$window,
-    UnitAttr:$softcap,
-    UnitAttr:$deterministic
-  );
+  // The spec's attributes are not declared here: spec_fields.h is their one declaration.
+  let arguments = (ins SymbolNameAttr:$sym_name);
   let builders = [
     OpBuilder<(ins "::llvm::StringRef":$name, "const ::flashgen::KernelSpec &":$spec)>
   ];
   let extraClassDeclaration = [{
     // The spec these attributes spell.
     ::flashgen::KernelSpec getSpec();
+    // The element type of the kernel's tensors (the dtype attribute).
+    ::mlir::Type getElementType();
   }];
   let hasCustomAssemblyFormat = 1;
   let hasVerifier = 1;

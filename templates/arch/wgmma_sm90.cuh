@@ -3,34 +3,11 @@
 // 64-bit matrix descriptor) or, for A, in registers. A warpgroup (4 warps) computes a
 // 64 x N block; warp w of the group owns rows 16w..16w+15 and holds them in the same
 // C-fragment layout as mma.sync (float d[N/8][4]), so the softmax code is shared.
+#pragma once
+
+#include "arch/types.cuh"
+
 namespace flash {
-
-// A (kRows x kCols) tile of 16-bit elements in the layout wgmma reads with 128-byte
-// swizzling: column blocks of 64 elements, each block kRows rows of 128 bytes, the
-// 16-byte chunk index XOR-ed with (row % 8). The tile must start 1024-byte aligned.
-// Same chunk()/elem() interface as SmemTile, so load_tile/store_tile work on it.
-template <int Rows, int Cols>
-struct WgmmaTile {
-  static_assert(Cols % 64 == 0 && Rows % 8 == 0, "wgmma tiles are 64-column blocks of 8-row atoms");
-  static constexpr int kRows = Rows;
-  static constexpr int kCols = Cols;
-  static constexpr int kChunks = Cols / 8;
-  static constexpr int kBlockBytes = Rows * 128;  // one 64-column block
-  static constexpr int kBytes = Rows * Cols * 2;
-
-  static __device__ __forceinline__ u32 chunk(int row, int c) {
-    return static_cast<u32>((c >> 3) * kBlockBytes + row * 128 + (((c & 7) ^ (row & 7)) << 4));
-  }
-  static __device__ __forceinline__ u32 elem(int row, int col) { return chunk(row, col >> 3) + (col & 7) * 2; }
-};
-
-// The shared-memory tiles of the fwd and dK/dV kernels: wgmma's layout where the kernel
-// uses wgmma, SmemTile (ldmatrix/mma.sync) otherwise. wgmma tiles are whole 64-column
-// blocks, so head-dim tiles are kHeadDimCols wide: d96 is stored 128 wide, its last 32
-// columns zero (load_tile fills them, store_tile never writes them).
-template <int R, int C>
-using KernelTile = typename Select<kWgmma, WgmmaTile<R, C>, SmemTile<R, C>>::type;
-constexpr int kHeadDimCols = kWgmma ? (kHeadDimPadded + 63) / 64 * 64 : kHeadDimPadded;
 
 // Matrix descriptor (PTX ISA, "matrix descriptor format"): start address, leading and
 // stride byte offsets (all >> 4), 128-byte swizzle mode.
@@ -60,21 +37,11 @@ template <int kPending>
 __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
 }
-// *p += (a, b, c, d) for 4 consecutive floats (16-byte aligned) in global memory, one atomic
-// instruction (sm_90).
-__device__ __forceinline__ void red_add_v4(float* p, float a, float b, float c, float d) {
-  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
-}
-
-// Makes this thread's generic-proxy writes to shared memory (st.shared, cp.async) visible
-// to the async proxy that wgmma reads operands through; a barrier must follow.
-__device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-
-template <int N>
+template <int N, bool kIsBf16>
 struct Wgmma;
 
-template <>
-struct Wgmma<32> {
+template <bool kIsBf16>
+struct Wgmma<32, kIsBf16> {
   // d (+)= A.B (accumulate = 0 overwrites d), A and B from shared memory; kTransA / kTransB:
   // A / B is MN-major.
   template <bool kTransA, bool kTransB>
@@ -106,8 +73,8 @@ struct Wgmma<32> {
   }
 };
 
-template <>
-struct Wgmma<64> {
+template <bool kIsBf16>
+struct Wgmma<64, kIsBf16> {
   // d (+)= A.B (accumulate = 0 overwrites d), A and B from shared memory; kTransA / kTransB:
   // A / B is MN-major.
   template <bool kTransA, bool kTransB>
@@ -139,8 +106,8 @@ struct Wgmma<64> {
   }
 };
 
-template <>
-struct Wgmma<128> {
+template <bool kIsBf16>
+struct Wgmma<128, kIsBf16> {
   // d (+)= A.B (accumulate = 0 overwrites d), A and B from shared memory; kTransA / kTransB:
   // A / B is MN-major.
   template <bool kTransA, bool kTransB>
@@ -172,8 +139,8 @@ struct Wgmma<128> {
   }
 };
 
-template <>
-struct Wgmma<256> {
+template <bool kIsBf16>
+struct Wgmma<256, kIsBf16> {
   // d (+)= A.B (accumulate = 0 overwrites d), A and B from shared memory; kTransA / kTransB:
   // A / B is MN-major.
   template <bool kTransA, bool kTransB>
@@ -204,22 +171,5 @@ struct Wgmma<256> {
                    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1), "n"(kTransB ? 1 : 0));
   }
 };
-
-// d (8 * kNT columns) += A.B with A in registers and B MN-major in `Tile`'s 64-column
-// blocks, k rows k0..k0+15: the widest products that fit, block-aligned, so that widths
-// such as 96 (64 + 32) or 224 (128 + 64 + 32) need no wgmma shape of their own. The parts'
-// accumulators are consecutive 8-column groups of d: the layout of one 8 * kNT product.
-template <class Tile, int kNT, int kCol0 = 0>
-__device__ __forceinline__ void wgmma_rs_mn_major(float (&d)[kNT][4], const u32 (&a)[4], u32 tile, int k0) {
-  constexpr int kLeft = kNT * 8 - kCol0;
-  if constexpr (kLeft > 0) {
-    constexpr int kN = kLeft >= 256 ? 256 : kLeft >= 128 ? 128 : kLeft >= 64 ? 64 : 32;
-    static_assert(kLeft >= 32 && kCol0 % 64 == 0, "wgmma column parts: widths are multiples of 32");
-    using Part = float[kN / 8][4];
-    Wgmma<kN>::template rs<true>(*reinterpret_cast<Part*>(&d[kCol0 / 8]), a,
-                                 desc_mn_major<Tile>(tile + (kCol0 / 64) * Tile::kBlockBytes, k0));
-    wgmma_rs_mn_major<Tile, kNT, kCol0 + kN>(d, a, tile, k0);
-  }
-}
 
 }  // namespace flash

@@ -1,0 +1,43 @@
+#include "compiler/kernel_pieces.h"
+
+namespace flashgen {
+
+DkdvMainloop dkdv_mainloop(const KernelSpec& s) {
+  if (!s.uses_wgmma()) return DkdvMainloop::sm80;
+  // d256 on wgmma: both warpgroups on the same 64 keys, one head-dim half each (KernelSpec::uses_wgmma).
+  return s.padded_head_dim() == 256 ? DkdvMainloop::sm90_shared_scores : DkdvMainloop::sm90;
+}
+
+KernelPieces kernel_pieces(const KernelSpec& s) {
+  switch (s.pass) {
+    case Pass::fwd:  // heaviest (last, under a causal mask) query tiles first
+      return {{"fwd/fwd_kernel.cuh"},
+              "flash::FwdKernel<Traits, flash::SingleTileScheduler<true>, flash::FwdMainloop<Traits>, "
+              "flash::FwdEpilogue<Traits>>"};
+    case Pass::bwd_preprocess:
+      return {{"bwd/bwd_preprocess_kernel.cuh"}, "flash::BwdPreprocessKernel<Traits, flash::SingleTileScheduler<false>>"};
+    case Pass::bwd_dkdv: {
+      struct Mainloop {
+        const char* header;
+        const char* type;
+      };
+      static constexpr Mainloop kMainloops[] = {
+          {"bwd/dkdv_mainloop_sm80.cuh", "flash::DkdvMainloopSm80<Traits>"},
+          {"bwd/dkdv_mainloop_sm90.cuh", "flash::DkdvMainloopSm90<Traits>"},
+          {"bwd/dkdv_mainloop_sm90_shared_scores.cuh", "flash::DkdvMainloopSm90SharedScores<Traits>"},
+      };
+      const Mainloop& m = kMainloops[static_cast<int>(dkdv_mainloop(s))];
+      return {{"bwd/bwd_dkdv_kernel.cuh", m.header},
+              std::string("flash::BwdDkdvKernel<Traits, ") + m.type +
+                  ", flash::SingleTileScheduler<false>, flash::DkdvEpilogue<Traits>>"};
+    }
+    case Pass::bwd_dq:
+      return {{"bwd/bwd_dq_kernel.cuh"},
+              "flash::BwdDqKernel<Traits, flash::SingleTileScheduler<true>, flash::BwdDqMainloop<Traits>>"};
+    case Pass::bwd_dq_convert:
+      return {{"bwd/bwd_dq_convert_kernel.cuh"}, "flash::BwdDqConvertKernel<Traits, flash::SingleTileScheduler<false>>"};
+  }
+  throw Error(Status::internal, "kernel_pieces: unknown pass");
+}
+
+}  // namespace flashgen

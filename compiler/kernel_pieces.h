@@ -1,0 +1,27 @@
+// Which device pieces (templates/) a spec's kernel is assembled from: the kernel template,
+// its tile scheduler, mainloop and epilogue. One place for the choice: codegen instantiates
+// it, shared_memory.cpp sizes its layout, `flashgen dump --emit source` shows it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "compiler/kernel_spec.h"
+
+namespace flashgen {
+
+// The dK/dV algorithms, one mainloop each (templates/bwd/dkdv_mainloop_*.cuh).
+enum class DkdvMainloop {
+  sm80,                // mma.sync, warps split keys (and the head dim)
+  sm90,                // wgmma, two warpgroups of 64 keys each (d64/96/128)
+  sm90_shared_scores,  // wgmma at d256: both warpgroups on the same keys, S^T and dP^T shared
+};
+DkdvMainloop dkdv_mainloop(const KernelSpec& spec);
+
+struct KernelPieces {
+  std::vector<std::string> headers;  // what the instantiation includes ("fwd/fwd_kernel.cuh", ...)
+  std::string kernel;  // the instantiated kernel type over `Traits` (flash::KernelTraits<Spec>)
+};
+KernelPieces kernel_pieces(const KernelSpec& spec);
+
+}  // namespace flashgen

@@ -1,0 +1,90 @@
+// The online softmax ledger of the forward pass: per query row the running max m and
+// sum l of exponentials, folded in tile by tile; lse = m + log(l) at the end.
+#pragma once
+
+#include "arch/numeric.cuh"
+
+namespace flash {
+
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+// The forward ledger of one thread: rows (mt, half) with half 0 = row g, 1 = row g+8.
+// l holds this thread's partial sum (its columns); finish() reduces it across the quad.
+template <int kRT>
+struct SoftmaxLedger {
+  float m[kRT][2];
+  float l[kRT][2];
+
+  __device__ __forceinline__ void init() {
+#pragma unroll
+    for (int mt = 0; mt < kRT; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        m[mt][h] = neg_inf();
+        l[mt][h] = 0.0f;
+      }
+  }
+
+  // Folds a tile of scores in: new max, rescale l and o by exp2((m_old - m_new) * scale_log2),
+  // and turns s into p = exp2(s * scale_log2 - m_new * scale_log2).
+  template <int kNT, int kDT>
+  __device__ __forceinline__ void update(float (&s)[kRT][kNT][4], float (&o)[kRT][kDT][4], float scale_log2) {
+#pragma unroll
+    for (int mt = 0; mt < kRT; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float mx = m[mt][h];
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]));
+        mx = quad_max(mx);
+        // A row that has seen only masked keys keeps m = -inf: use 0 so that -inf - -inf never happens.
+        const bool empty = mx == neg_inf();
+        const float m_scaled = empty ? 0.0f : mx * scale_log2;
+        const float corr = empty ? 1.0f : exp2_fast((m[mt][h] - mx) * scale_log2);
+        m[mt][h] = mx;
+        float sum = 0.0f;
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+          for (int e = 2 * h; e < 2 * h + 2; ++e) {
+            s[mt][nt][e] = exp2_fast(fmaf(s[mt][nt][e], scale_log2, -m_scaled));
+            sum += s[mt][nt][e];
+          }
+        l[mt][h] = l[mt][h] * corr + sum;
+#pragma unroll
+        for (int dt = 0; dt < kDT; ++dt) {
+          o[mt][dt][2 * h] *= corr;
+          o[mt][dt][2 * h + 1] *= corr;
+        }
+      }
+  }
+
+  // Reduces l over the quad, scales o by 1/l (0 for empty rows) and returns
+  // lse (natural log; -inf for empty rows) in lse[mt][h].
+  template <int kDT>
+  __device__ __forceinline__ void finish(float (&o)[kRT][kDT][4], float scale_log2, float (&lse)[kRT][2]) {
+#pragma unroll
+    for (int mt = 0; mt < kRT; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float sum = quad_sum(l[mt][h]);
+        const bool empty = sum == 0.0f;
+        const float inv = empty ? 0.0f : 1.0f / sum;
+        lse[mt][h] = empty ? neg_inf() : (m[mt][h] * scale_log2 + log2_fast(sum)) * kLn2;
+#pragma unroll
+        for (int dt = 0; dt < kDT; ++dt) {
+          o[mt][dt][2 * h] *= inv;
+          o[mt][dt][2 * h + 1] *= inv;
+        }
+      }
+  }
+};
+
+}  // namespace flash

@@ -1,0 +1,42 @@
+// The dK/dV epilogue: dK * softmax_scale and dV, summed over the GQA group in registers,
+// through the K and V tiles in shared memory (free after the mainloop) to global, written once.
+#pragma once
+
+#include "attention/offsets.cuh"
+#include "params/kernel_traits.cuh"
+#include "tile/copy.cuh"
+
+namespace flash {
+
+template <class Cfg>
+struct DkdvEpilogue {
+  template <class Layout, class Split>
+  static __device__ __forceinline__ void store(const FlashAttentionParams& p, const DenseOffsets& off, const Layout& l,
+                                               const Split& split, int h_kv, int n0, int rows_k,
+                                               const typename Split::Accumulator& acc_dk,
+                                               const typename Split::Accumulator& acc_dv, int tid, int lane) {
+    using E = typename Cfg::Element;
+    using KV = typename Layout::KV;
+    // dK and dV fragments stored side by side (two store_fragments loops cost the d128
+    // deterministic kernel 52 bytes of spills).
+    const int g = lane >> 2, tq = lane & 3;
+#pragma unroll
+    for (int mt = 0; mt < Split::kRT; ++mt)
+#pragma unroll
+      for (int dt = 0; dt < Split::kDT; ++dt)
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          const int row = split.warp_row0 + 16 * mt + g + 8 * hh;
+          const int col = split.d0 + 8 * dt + 2 * tq;
+          const float* dk = acc_dk[mt][dt];
+          const float* dv = acc_dv[mt][dt];
+          st_shared_u32(l.s_k + KV::elem(row, col), E::pack2(dk[2 * hh] * p.softmax_scale, dk[2 * hh + 1] * p.softmax_scale));
+          st_shared_u32(l.s_v + KV::elem(row, col), E::pack2(dv[2 * hh], dv[2 * hh + 1]));
+        }
+    __syncthreads();
+    store_tile<KV, Cfg::kThreads, Cfg::kHeadDim, Cfg::kVecLoad>(off.dk(h_kv, n0), p.dk_stride.row, l.s_k, rows_k, tid);
+    store_tile<KV, Cfg::kThreads, Cfg::kHeadDim, Cfg::kVecLoad>(off.dv(h_kv, n0), p.dv_stride.row, l.s_v, rows_k, tid);
+  }
+};
+
+}  // namespace flash

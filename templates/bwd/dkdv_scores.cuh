@@ -1,0 +1,97 @@
+// The element-wise steps of the dK/dV mainloops on transposed scores (rows = this warp's
+// keys, columns = the tile's queries) and the sm_90a products that make and consume them:
+//   P^T = exp2(S^T * scale_log2 - lse * log2e), dS^T = P^T * (dP^T - D) (times the softcap slope).
+#pragma once
+
+#include "arch/ptx.cuh"
+#include "arch/wgmma_sm90.cuh"
+#include "attention/softcap.cuh"
+#include "attention/visibility.cuh"
+#include "params/attention_params.h"
+#include "tile/warpgroup_mma.cuh"
+
+namespace flash {
+
+// S^T -> P^T in place, with the softcap (its slope into dtanh) and, on tiles not wholly
+// visible, the mask applied first. key_row0: the warp's first key; m0: the tile's first query.
+template <class Cfg, class Vis, int kRT, int kMT>
+__device__ __forceinline__ void probs_t(float (&s)[kRT][kMT][4], float (&dtanh)[kRT][kMT][4],
+                                        const FlashAttentionParams& p, const Vis& vis, float softcap_pre, u32 s_lse,
+                                        int n0, int key_row0, int m0, int lane) {
+  if constexpr (Cfg::kSoftcap) softcap_scores_and_slope(s, dtanh, softcap_pre, p.softcap);
+  if (!vis.tile_visible(m0, min(m0 + Cfg::kBlockM, p.seqlen_q), n0, n0 + Cfg::kBlockN))
+    mask_scores<false>(s, vis, key_row0, m0, lane);
+#pragma unroll
+  for (int mt = 0; mt < kRT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < kMT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int col = 8 * nt + 2 * (lane & 3) + (e & 1);
+        s[mt][nt][e] = exp2_fast(fmaf(s[mt][nt][e], p.scale_log2, -ld_shared_f32(s_lse + 4 * col)));
+      }
+}
+
+// dp <- dS^T = P^T * (dP^T - D) (times the softcap slope).
+template <class Cfg, int kRT, int kMT>
+__device__ __forceinline__ void dscores_t(float (&dp)[kRT][kMT][4], const float (&pt)[kRT][kMT][4],
+                                          const float (&dtanh)[kRT][kMT][4], u32 s_dsum, int lane) {
+#pragma unroll
+  for (int mt = 0; mt < kRT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < kMT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int col = 8 * nt + 2 * (lane & 3) + (e & 1);
+        float ds = pt[mt][nt][e] * (dp[mt][nt][e] - ld_shared_f32(s_dsum + 4 * col));
+        if constexpr (Cfg::kSoftcap) ds *= dtanh[mt][nt][e];
+        dp[mt][nt][e] = ds;
+      }
+}
+
+// sm_90a products of one warpgroup (its 64 keys from key_row0): S^T = K.Q^T or dP^T =
+// V.dO^T, both operands K-major. Issued, not fenced, committed or waited for.
+template <class Cfg, class L, int kMT>
+__device__ __forceinline__ void wgmma_scores_t(float (&acc)[kMT][4], u32 s_kv, int key_row0, u32 s_qo) {
+#pragma unroll
+  for (int k = 0; k < Cfg::kHeadDimPadded; k += 16)
+    Wgmma<kMT * 8, Cfg::kIsBf16>::template ss<false, false>(acc, desc_k_major<typename L::KV>(s_kv, key_row0, k),
+                                                            desc_k_major<typename L::Q>(s_qo, 0, k), k > 0);
+}
+
+// acc += X^T.B with X^T (64 keys x the tile's queries: P^T or dS^T) K-major in shared memory
+// and B (dO or Q) MN-major, the kDT * 8 head-dim columns from col0 (a multiple of 64).
+template <class Cfg, class L, int kDT>
+__device__ __forceinline__ void wgmma_smem_t(float (&acc)[kDT][4], u32 s_x, u32 s_b, int col0) {
+  using XT = typename L::DS;
+  using QT = typename L::Q;
+#pragma unroll
+  for (int k = 0; k < Cfg::kBlockM; k += 16)
+    Wgmma<kDT * 8, Cfg::kIsBf16>::template ss<false, true>(acc, desc_k_major<XT>(s_x, 0, k),
+                                                           desc_mn_major<QT>(s_b + (col0 / 64) * QT::kBlockBytes, k), 1);
+}
+
+// acc += X^T.B with X^T (this warp's keys x the tile's queries) in registers and B (Q or
+// dO, [query][d], the warpgroup's head-dim columns from col0, a multiple of 64) MN-major in
+// shared memory. Issued, not waited for.
+template <class Cfg, class L, int kMT, int kDT>
+__device__ __forceinline__ void wgmma_regs_t(float (&acc)[kDT][4], const u32 (&a)[kMT / 2][4], u32 s_b, int col0) {
+  using QT = typename L::Q;
+#pragma unroll
+  for (int kk = 0; kk < kMT / 2; ++kk)
+    wgmma_rs_mn_major<Cfg::kIsBf16, QT>(acc, a[kk], s_b + (col0 / 64) * QT::kBlockBytes, 16 * kk);
+}
+
+// Packed 16-bit fragments of this warp's keys x the tile's queries (c_to_a order) -> a [key][query]
+// tile in shared memory (dS^T for the dQ product, P^T).
+template <class XT, int kMT>
+__device__ __forceinline__ void store_t(u32 s_x, const u32 (&a)[kMT / 2][4], int row0, int lane) {
+  const int g = lane >> 2, tq = lane & 3;
+#pragma unroll
+  for (int kk = 0; kk < kMT / 2; ++kk)
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+      st_shared_u32(s_x + XT::elem(row0 + g + 8 * (r & 1), 16 * kk + 8 * (r >> 1) + 2 * tq), a[kk][r]);
+}
+
+}  // namespace flash

@@ -1,0 +1,91 @@
+// Cooperative tile copies between global and shared memory, and register fragments
+// into shared tiles. Global rows are `row_stride` elements apart and hold kCols valid
+// columns; rows >= rows_valid and columns >= kCols are never read (loads zero-fill them)
+// and never written. kVec: rows are 16-byte aligned (head_dim % 8 == 0), so loads are
+// cp.async and stores 16 bytes wide; otherwise both are element-wise and synchronous.
+#pragma once
+
+#include "arch/cp_async.cuh"
+#include "arch/ptx.cuh"
+
+namespace flash {
+
+// Global -> shared tile, all kThreads threads of the CTA taking part. With kVec the copy is
+// asynchronous (join with cp_async_wait and a barrier).
+template <class Tile, int kThreads, int kCols, bool kVec>
+__device__ __forceinline__ void load_tile(u32 smem, const u16* g, i64 row_stride, int rows_valid, int tid) {
+  constexpr int kTotal = Tile::kRows * Tile::kChunks;
+#pragma unroll
+  for (int it = 0; it < (kTotal + kThreads - 1) / kThreads; ++it) {
+    const int i = tid + it * kThreads;
+    if (kTotal % kThreads != 0 && i >= kTotal) break;
+    const int row = i / Tile::kChunks, c = i % Tile::kChunks;
+    const u16* src = g + row * row_stride + c * 8;
+    if constexpr (kVec) {
+      const bool valid = row < rows_valid && c * 8 < kCols;
+      cp_async16(smem + Tile::chunk(row, c), valid ? src : g, valid);
+    } else {
+      u32 w[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int col = c * 8 + 2 * e;
+        const u32 lo = (row < rows_valid && col < kCols) ? src[2 * e] : 0;
+        const u32 hi = (row < rows_valid && col + 1 < kCols) ? src[2 * e + 1] : 0;
+        w[e] = lo | (hi << 16);
+      }
+      st_shared_v4(smem + Tile::chunk(row, c), make_uint4(w[0], w[1], w[2], w[3]));
+    }
+  }
+}
+
+// Shared tile -> global, rows < rows_valid and columns < kCols only.
+template <class Tile, int kThreads, int kCols, bool kVec>
+__device__ __forceinline__ void store_tile(u16* g, i64 row_stride, u32 smem, int rows_valid, int tid) {
+  constexpr int kTotal = Tile::kRows * Tile::kChunks;
+#pragma unroll
+  for (int it = 0; it < (kTotal + kThreads - 1) / kThreads; ++it) {
+    const int i = tid + it * kThreads;
+    if (kTotal % kThreads != 0 && i >= kTotal) break;
+    const int row = i / Tile::kChunks, c = i % Tile::kChunks;
+    if (row >= rows_valid || c * 8 >= kCols) continue;
+    const uint4 v = ld_shared_v4(smem + Tile::chunk(row, c));
+    u16* dst = g + row * row_stride + c * 8;
+    if constexpr (kVec) {
+      *reinterpret_cast<uint4*>(dst) = v;
+    } else {
+      const u32 w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int e = 0; e < 8; ++e)
+        if (c * 8 + e < kCols) dst[e] = static_cast<u16>(w[e / 2] >> (16 * (e % 2)));
+    }
+  }
+}
+
+// K and V rows n0.. (rows_valid of them) -> a stage holding the K tile, then the V tile.
+template <class KV, int kThreads, int kCols, bool kVec>
+__device__ __forceinline__ void load_kv_tiles(u32 stage, const u16* k, i64 k_row_stride, const u16* v,
+                                              i64 v_row_stride, int n0, int rows_valid, int tid) {
+  load_tile<KV, kThreads, kCols, kVec>(stage, k + n0 * k_row_stride, k_row_stride, rows_valid, tid);
+  load_tile<KV, kThreads, kCols, kVec>(stage + KV::kBytes, v + n0 * v_row_stride, v_row_stride, rows_valid, tid);
+}
+
+// C fragments (fp32, the mma.sync/wgmma accumulator layout) times `scale`, rounded to 16 bits
+// by Element (Element16), into the shared tile: fragment (mt, dt) covers rows row0 + 16 mt..
+// and columns col0 + 8 dt.. kScaled = false skips the multiplication.
+template <class Element, class Tile, bool kScaled, int kRT, int kDT>
+__device__ __forceinline__ void store_fragments(u32 s_tile, const float (&acc)[kRT][kDT][4], int row0, int col0,
+                                                float scale, int lane) {
+  const int g = lane >> 2, tq = lane & 3;
+#pragma unroll
+  for (int mt = 0; mt < kRT; ++mt)
+#pragma unroll
+    for (int dt = 0; dt < kDT; ++dt)
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const float lo = acc[mt][dt][2 * hh], hi = acc[mt][dt][2 * hh + 1];
+        st_shared_u32(s_tile + Tile::elem(row0 + 16 * mt + g + 8 * hh, col0 + 8 * dt + 2 * tq),
+                      kScaled ? Element::pack2(lo * scale, hi * scale) : Element::pack2(lo, hi));
+      }
+}
+
+}  // namespace flash
