@@ -2,6 +2,7 @@
 // (FwdMainloop::Layout, DkdvLayout, BwdDqMainloop::Layout; SmemTile and WgmmaTile in
 // templates/tile/smem_tile.cuh). validate() compares it with the arch limit; every generated
 // source static_asserts that its kernel's layout has exactly this size.
+#include "compiler/kernel_pieces.h"
 #include "compiler/kernel_spec.h"
 
 namespace flashgen {
@@ -26,7 +27,7 @@ int KernelSpec::shared_memory_bytes() const {
       const int align = uses_wgmma() ? 1024 : 16;  // wgmma tiles start 1024-byte aligned
       const int stage = (2 * tile_bytes(block_m, d) + 2 * block_m * 4 + align - 1) / align * align;
       // wgmma at d256 ("shared scores"): dS^T, P^T and the fp32 dP^T fragments of warpgroup 1.
-      const bool shared_scores = uses_wgmma() && d == 256;
+      const bool shared_scores = dkdv_mainloop(*this) == DkdvMainloop::sm90_shared_scores;
       const int scores = shared_scores ? 2 * tile_bytes(block_n, block_m) + block_n * block_m * 4
                                        : (deterministic ? 0 : tile_bytes(block_n, block_m));
       return 2 * tile_bytes(block_n, d) + stages * stage + scores;

@@ -67,23 +67,19 @@ Candidate TunedSelection::select(const ProblemKey& problem, TunedPass pass) cons
 Candidate KernelSelector::select(const ProblemKey& problem, TunedPass pass, const DeviceProfile& profile, int device) {
   if (policy_ == AutotunePolicy::off) return select_kernels(problem, pass, profile, nullptr);
 
+  // select_kernels' answer, with the file lookup memoised.
   const MemoKey memo_key{device, tuning_key(problem, pass, profile.arch)};
-  std::optional<Candidate> winner;
-  bool known = false;
   {
     std::shared_lock lock(memo_mutex_);
-    if (auto it = memo_.find(memo_key); it != memo_.end()) {
-      winner = it->second;
-      known = true;
-    }
+    if (auto it = memo_.find(memo_key); it != memo_.end())
+      return it->second ? *it->second : select_kernels(problem, pass, profile, nullptr);
   }
-  if (!known) {
-    winner = persisted_winner(db(), profile, memo_key.key);
+  std::optional<Candidate> winner = persisted_winner(db(), profile, memo_key.key);
+  {
     std::unique_lock lock(memo_mutex_);
     memo_.emplace(memo_key, winner);
   }
-  // select_kernels' answer, with the file lookup memoised.
-  return winner ? *winner : select_kernels(problem, pass, profile, nullptr);
+  return winner ? std::move(*winner) : select_kernels(problem, pass, profile, nullptr);
 }
 
 std::vector<TuneResult> KernelSelector::tune_declared(std::span<const TuningKey> keys, const TunerOptions& options) {

@@ -5,6 +5,8 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <mutex>
+#include <set>
 
 #include "compiler/embedded_files.h"
 #include "runtime/kernel_json.h"
@@ -50,7 +52,17 @@ std::filesystem::path write_kernel_dump(const std::filesystem::path& dump_dir, c
                                         const CompiledKernel& kernel, const std::vector<std::string>& nvrtc_flags) {
   const std::filesystem::path dir = dump_dir / entry_name;
   make_directories(dir);
-  write_device_headers(dump_dir / device_headers_dir_name());
+  // The headers once per process and directory, not once per kernel.
+  static std::mutex mutex;
+  static std::set<std::filesystem::path> written;
+  {
+    const std::filesystem::path headers = dump_dir / device_headers_dir_name();
+    std::lock_guard lock(mutex);
+    if (!written.count(headers)) {
+      write_device_headers(headers);
+      written.insert(headers);
+    }
+  }
 
   write_text(dir / "kernel.cu", kernel.source);
   write_text(dir / "kernel.ptx", kernel.ptx);

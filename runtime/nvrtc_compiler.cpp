@@ -34,6 +34,29 @@ std::string program_log(nvrtcProgram p) {
   return log;
 }
 
+// The device library (templates/) as NVRTC takes it: texts and the names sources include
+// them by, NUL-terminated, built once per process.
+struct DeviceHeaders {
+  std::vector<std::string> texts, names;
+  std::vector<const char*> text_ptrs, name_ptrs;
+};
+
+const DeviceHeaders& device_headers() {
+  static const DeviceHeaders headers = [] {
+    DeviceHeaders h;
+    for (const EmbeddedFile& f : embedded_files()) {
+      h.texts.emplace_back(f.text);
+      h.names.emplace_back(f.name);
+    }
+    for (std::size_t i = 0; i < h.texts.size(); ++i) {
+      h.text_ptrs.push_back(h.texts[i].c_str());
+      h.name_ptrs.push_back(h.names[i].c_str());
+    }
+    return h;
+  }();
+  return headers;
+}
+
 }  // namespace
 
 CompileOptions CompileOptions::from_environment(bool keep_ptx) {
@@ -64,20 +87,10 @@ std::string nvrtc_version() {
 CompileOutput compile_source(const std::string& name, const std::string& source, Arch arch,
                              const CompileOptions& options, std::string_view entry) {
   const auto start = std::chrono::steady_clock::now();
-  // The device library (templates/) by the names the sources include.
-  std::vector<std::string> header_texts, header_names;
-  for (const EmbeddedFile& f : embedded_files()) {
-    header_texts.emplace_back(f.text);
-    header_names.emplace_back(f.name);
-  }
-  std::vector<const char*> texts, names;
-  for (std::size_t i = 0; i < header_texts.size(); ++i) {
-    texts.push_back(header_texts[i].c_str());
-    names.push_back(header_names[i].c_str());
-  }
+  const DeviceHeaders& headers = device_headers();
   nvrtcProgram raw = nullptr;
-  check_nvrtc(nvrtcCreateProgram(&raw, source.c_str(), (name + ".cu").c_str(), static_cast<int>(texts.size()),
-                                 texts.data(), names.data()),
+  check_nvrtc(nvrtcCreateProgram(&raw, source.c_str(), (name + ".cu").c_str(), static_cast<int>(headers.texts.size()),
+                                 headers.text_ptrs.data(), headers.name_ptrs.data()),
               "nvrtcCreateProgram", name);
   Program program(raw);
 

@@ -9,8 +9,6 @@
 
 namespace flash {
 
-typedef unsigned long long u64;
-
 __device__ __forceinline__ u64 tensor_map_address(const void* tensor_map) {
   return reinterpret_cast<u64>(tensor_map);
 }

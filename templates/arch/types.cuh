@@ -8,6 +8,7 @@ namespace flash {
 typedef unsigned short u16;
 typedef unsigned int u32;
 typedef long long i64;
+typedef unsigned long long u64;
 
 // Select<true, A, B>::type is A, Select<false, A, B>::type is B.
 template <bool kFirst, class A, class B>
