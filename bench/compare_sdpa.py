@@ -54,6 +54,8 @@ def parse_args():
     p.add_argument("--extra-dims", action="store_true", help="also D 96 and 256 (N 1024, 4096, 16384)")
     p.add_argument("--efficient", action="store_true", help="also SDPA's memory-efficient backend")
     p.add_argument("--flex", action="store_true", help="also FlexAttention (torch.compile'd)")
+    p.add_argument("--fa4", action="store_true",
+                   help="also FlashAttention-4 (flash-attn-4's flash_attn.cute; ../shared/anchors/fa4/ stages it)")
     p.add_argument("--math", action="store_true", help="also standard attention (SDPA's math backend, materialises P)")
     p.add_argument("--quick", action="store_true", help="D 128, N 1024 and 4096, fewer timing runs (< 60 s)")
     p.add_argument("--total-tokens", type=int, default=TOTAL_TOKENS, help="B * N")
@@ -111,6 +113,16 @@ def flex_attention(causal, seqlen):
     return run
 
 
+def fa4_attention(causal):
+    from flash_attn.cute.interface import flash_attn_func
+
+    def run(q, k, v):
+        o = flash_attn_func(q, k, v, causal=causal)
+        return o[0] if isinstance(o, tuple) else o
+
+    return run
+
+
 def implementations(args, causal, seqlen):
     """name -> (backend context for SDPA or None, function)."""
     impls = {
@@ -122,6 +134,8 @@ def implementations(args, causal, seqlen):
         impls["efficient"] = (SDPBackend.EFFICIENT_ATTENTION, sdpa_attention(causal))
     if args.flex:
         impls["flex"] = (None, None)  # built lazily inside measure(): compiling may fail
+    if args.fa4:
+        impls["fa4"] = (None, None)  # imported lazily inside measure(): the import may fail
     if args.math:
         impls["math"] = (SDPBackend.MATH, sdpa_attention(causal))
     return impls
@@ -156,6 +170,8 @@ def measure(name, backend, fn, inputs, args, causal, seqlen):
     try:
         if name == "flex":
             fn = flex_attention(causal, seqlen)
+        if name == "fa4":
+            fn = fa4_attention(causal)
         with Backend(backend), torch.no_grad():
             result["o"] = fn(q, k, v)  # first call: compiles, and the output for the spot check
             torch.cuda.synchronize()
@@ -234,8 +250,9 @@ def pair(a, b, spec):
 def print_table(rows_by_shape, impl_names, total_tokens):
     """One line per shape: fwd / bwd TFLOP/s per implementation, flashgen's ratios, spot check."""
     print(f"\nTFLOP/s fwd / bwd (bf16, B*N = {total_tokens}, H = {MODEL_WIDTH}/D)")
+    peers = [n for n in ("fa2", "cudnn", "fa4") if n in impl_names]
     head = f"{'D':>4} {'c':>1} {'N':>6} |" + "".join(f" {n:>13}" for n in impl_names)
-    head += f" | {'fg/fa2':>11} | {'fg/cudnn':>11} | max|o-sdpa|"
+    head += "".join(f" | {'fg/' + n:>11}" for n in peers) + " | max|o-sdpa|"
     print(head)
     print("-" * len(head))
     for rows in rows_by_shape:
@@ -246,7 +263,7 @@ def print_table(rows_by_shape, impl_names, total_tokens):
             r = by.get(n, {})
             line += f" {pair(r.get('fwd_tflops'), r.get('bwd_tflops'), '.0f'):>13}"
         fg = by.get("flashgen", {})
-        for other in ("fa2", "cudnn"):
+        for other in peers:
             o = by.get(other, {})
             ratios = [ratio(fg.get(k), o.get(k)) for k in ("fwd_tflops", "bwd_tflops")]
             line += f" | {pair(*ratios, '.2f'):>11}"

@@ -5,7 +5,8 @@
 # bench/stage-deps.sh). Usage: bench/device.sh [quick|full|extra|tests|bench|train|tune]
 # (full: tests, autotune of the standard set, D 64/128 grid, long sequences; extra: D 96/256 grid and long sequences, no tests;
 # train: only examples/embed_cpp's GPU step, test_torch.py and examples/train_gpt.py, its table last;
-# tune: the autotune GPU tests and the cold/warm tuning of the standard set)
+# tune: the autotune GPU tests and the cold/warm tuning of the standard set;
+# env FA4=1 adds FlashAttention-4 to the benchmarks, BENCH_ARGS passes compare_sdpa.py options)
 set -uo pipefail
 mode=${1:-quick}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -92,6 +93,11 @@ if [[ $mode != tests && $mode != tune ]]; then
   bench_args=(--out "$out/bench")
   [[ $mode == quick ]] && bench_args+=(--quick)
   [[ $mode == extra ]] && bench_args+=(--dims 96,256 --seqlens 1024,4096,16384)
+  # FA4=1: FlashAttention-4 in the same run (staged by ../shared/anchors/fa4/, on PYTHONPATH);
+  # BENCH_ARGS: more compare_sdpa.py options, e.g. "--dims 64,128,256 --seqlens 4096,16384".
+  [[ -n ${FA4:-} ]] && bench_args+=(--fa4)
+  read -r -a extra_args <<<"${BENCH_ARGS:-}"
+  bench_args+=("${extra_args[@]}")
   export FLASHGEN_LIBRARY=$lib PYTHONPATH=$root/python
   python3 "$root/bench/compare_sdpa.py" "${bench_args[@]}" --commit "${BENCH_COMMIT:-unknown}" \
     2>&1 | tee "$out/bench.log" | tail -60

@@ -3,6 +3,7 @@
 namespace flashgen {
 
 DkdvMainloop dkdv_mainloop(const KernelSpec& s) {
+  if (s.warp_specialized()) return DkdvMainloop::sm90_ws;
   if (!s.uses_wgmma()) return DkdvMainloop::sm80;
   // d256 on wgmma: both warpgroups on the same 64 keys, one head-dim half each (KernelSpec::uses_wgmma).
   return s.padded_head_dim() == 256 ? DkdvMainloop::sm90_shared_scores : DkdvMainloop::sm90;
@@ -11,12 +12,19 @@ DkdvMainloop dkdv_mainloop(const KernelSpec& s) {
 KernelPieces kernel_pieces(const KernelSpec& s) {
   switch (s.pass) {
     case Pass::fwd:  // heaviest (last, under a causal mask) query tiles first
+      if (s.warp_specialized())
+        return {{"fwd/fwd_kernel_sm90.cuh"},
+                "flash::FwdKernelSm90<Traits, flash::SingleTileScheduler<true>, flash::FwdMainloopSm90<Traits>, "
+                "flash::FwdEpilogueSm90<Traits>>"};
       return {{"fwd/fwd_kernel.cuh"},
               "flash::FwdKernel<Traits, flash::SingleTileScheduler<true>, flash::FwdMainloop<Traits>, "
               "flash::FwdEpilogue<Traits>>"};
     case Pass::bwd_preprocess:
       return {{"bwd/bwd_preprocess_kernel.cuh"}, "flash::BwdPreprocessKernel<Traits, flash::SingleTileScheduler<false>>"};
     case Pass::bwd_dkdv: {
+      if (s.warp_specialized())
+        return {{"bwd/bwd_dkdv_kernel_sm90.cuh"},
+                "flash::BwdDkdvKernelSm90<Traits, flash::DkdvMainloopSm90Ws<Traits>, flash::SingleTileScheduler<false>>"};
       struct Mainloop {
         const char* header;
         const char* type;

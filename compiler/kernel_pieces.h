@@ -15,6 +15,7 @@ enum class DkdvMainloop {
   sm80,                // mma.sync, warps split keys (and the head dim)
   sm90,                // wgmma, two warpgroups of 64 keys each (d64/96/128)
   sm90_shared_scores,  // wgmma at d256: both warpgroups on the same keys, S^T and dP^T shared
+  sm90_ws,             // warp-specialised: TMA producer, two consumer warpgroups, dQ by bulk reduction
 };
 DkdvMainloop dkdv_mainloop(const KernelSpec& spec);
 

@@ -76,8 +76,9 @@ std::vector<std::string> KernelSpec::problems() const {
     add(out, "head_dim: got {}, expected a value in 32..256", head_dim);
   if (dtype != DType::f16 && dtype != DType::bf16)
     add(out, "dtype: got {}, expected fp16 or bf16 (fp32 runs on the CPU backend only)", to_string(dtype));
-  if (warps < 1 || warps > 16 || !is_pow2(warps))
-    add(out, "warps: got {}, expected a power of two in 1..16", warps);
+  if (warps < 1 || warps > 16 || (!is_pow2(warps) && !warp_specialized()))
+    add(out, "warps: got {}, expected a power of two in 1..16 (or 4 * (block_m / 64 + 1) for the sm_90a "
+        "warp-specialised forward)", warps);
   if (stages < 1 || stages > 4) add(out, "stages: got {}, expected 1..4", stages);
   if (block_m < 16 || block_m > 256 || block_m % 16 != 0)
     add(out, "block_m: got {}, expected a multiple of 16 in 16..256", block_m);
@@ -85,13 +86,32 @@ std::vector<std::string> KernelSpec::problems() const {
     add(out, "block_n: got {}, expected a multiple of 16 in 16..256", block_n);
   if (!out.empty()) return out;  // the checks below assume sane values
 
-  // The tensor-core passes split their tile across warps in 16-row slices.
-  if (pass == Pass::fwd || pass == Pass::bwd_dq) {
+  if (warp_specialized() && pass == Pass::bwd_dkdv) {
+    if (block_m != 64 || block_n != 128)
+      add(out, "block_m/block_n: got {}x{} for the warp-specialised dK/dV kernel, expected 64x128 (two consumer "
+          "warpgroups of 64 keys, 64-query tiles)", block_m, block_n);
+    if (padded_head_dim() < 64 || padded_head_dim() > 128)
+      add(out, "head_dim: got {} for the warp-specialised dK/dV kernel, expected 49..128 (dK and dV of a "
+          "warpgroup's 64 keys in registers; below 64 the producer spills)", head_dim);
+    if (head_dim % 8 != 0)
+      add(out, "head_dim: got {} for the warp-specialised dK/dV kernel, expected a multiple of 8 (TMA rows of 16 "
+          "bytes)", head_dim);
+    if (softcap)
+      add(out, "softcap: the warp-specialised dK/dV kernel does not keep the softcap slope (use 8 warps)");
+  } else if (warp_specialized()) {
+    if (block_m != 128 && block_m != 192)
+      add(out, "block_m: got {} for the warp-specialised forward, expected 128 or 192 (two or three consumer "
+          "warpgroups of 64 rows)", block_m);
+    if (head_dim % 8 != 0)
+      add(out, "head_dim: got {} for the warp-specialised forward, expected a multiple of 8 (TMA rows of 16 bytes)",
+          head_dim);
+  } else if (pass == Pass::fwd || pass == Pass::bwd_dq) {
+    // The tensor-core passes split their tile across warps in 16-row slices.
     if (block_m % (16 * warps) != 0)
       add(out, "block_m: got {} with {} warps, expected a multiple of 16*warps = {} (each warp owns 16-row slices)",
           block_m, warps, 16 * warps);
   }
-  if (pass == Pass::bwd_dkdv) {
+  if (pass == Pass::bwd_dkdv && !warp_specialized()) {
     // Warps split the keys in 16-row slices; more warps than slices split the head dim
     // of the dK/dV accumulators (in 8-column steps). The dQ product (atomic path)
     // splits the query rows the same way.
@@ -124,8 +144,17 @@ std::vector<std::string> KernelSpec::problems() const {
   return out;
 }
 
+bool KernelSpec::warp_specialized() const {
+  if (arch != Arch::sm_90a) return false;
+  const int rows = pass == Pass::fwd ? block_m : pass == Pass::bwd_dkdv ? block_n : 0;
+  // Two or more consumers: one consumer plus a producer (8 warps over 64 rows) is the shape
+  // of the all-threads kernels' tiles.
+  return rows >= 128 && rows % 64 == 0 && warps == 4 * (rows / 64 + 1);
+}
+
 bool KernelSpec::uses_wgmma() const {
   if (arch != Arch::sm_90a) return false;
+  if (warp_specialized()) return true;
   auto wgmma_width = [](int n) { return n == 64 || n == 128 || n == 256; };
   const int d = padded_head_dim();
   // Forward: any head dim in 32-column parts from 64 up (wgmma_rs_mn_major splits P.V).
@@ -155,10 +184,12 @@ int KernelSpec::min_blocks_per_sm() const {
 
 int KernelSpec::accumulators_per_thread() const {
   const int d = padded_head_dim(), m = block_m, n = block_n;
+  const int consumer_threads = threads() - (warp_specialized() ? 128 : 0);
   switch (pass) {
-    case Pass::fwd: return (m * d + m * n) / threads();                 // O, S
-    case Pass::bwd_dkdv: return (2 * n * d + 2 * m * n) / threads();  // dK, dV, S, dP
-    case Pass::bwd_dq: return (m * d + 2 * m * n) / threads();        // dQ, S, dP
+    // Over the consumer warpgroups' threads where a producer warpgroup holds none.
+    case Pass::fwd: return (m * d + m * n) / consumer_threads;              // O, S
+    case Pass::bwd_dkdv: return (2 * n * d + 2 * m * n) / consumer_threads;  // dK, dV, S, dP
+    case Pass::bwd_dq: return (m * d + 2 * m * n) / consumer_threads;  // dQ, S, dP
     case Pass::bwd_preprocess:
     case Pass::bwd_dq_convert: return 0;
   }

@@ -70,6 +70,18 @@ struct KernelSpec : ProblemOptions {
   // blocks); dK/dV with 8 warps: 64 queries x 128 keys at padded head dim 64, 96 or 128,
   // 128 x 128 at 64, 64 x 64 at 256. `flashgen dump --emit source` shows kWgmma.
   bool uses_wgmma() const;
+  // The warp-specialised kernels (sm_90a): one producer warpgroup (TMA loads; in dK/dV also
+  // the dQ writer warp) plus consumer warpgroups of 64 rows on wgmma, so warps = 4 * (rows /
+  // 64 + 1): the forward over block_m = 128 or 192 query rows (12 or 16 warps,
+  // templates/fwd/fwd_kernel_sm90.cuh), dK/dV over block_n = 128 keys with 64-query tiles
+  // (12 warps, templates/bwd/bwd_dkdv_kernel_sm90.cuh). Both need rows of 16 bytes
+  // (head_dim % 8 == 0) for the TMA descriptors. The shape alone says it: no other kernel
+  // has that many warps for its rows.
+  bool warp_specialized() const;
+  // Consumer warpgroups of a warp-specialised kernel (0 for every other kernel).
+  int consumer_warpgroups() const {
+    return !warp_specialized() ? 0 : pass == Pass::fwd ? block_m / 64 : block_n / 64;
+  }
   // CTAs per SM the kernel is compiled for (the second argument of __launch_bounds__): 2 for
   // the sm_90a forward on 8 warps whose O and S tiles fit 128 registers per thread and whose
   // shared memory fits twice (d64, d96 at 64 keys), 1 otherwise.

@@ -1,5 +1,5 @@
 // Shared memory each pass's kernel allocates, bytes: the host's side of the device layouts
-// (FwdMainloop::Layout, DkdvLayout, BwdDqMainloop::Layout; SmemTile and WgmmaTile in
+// (FwdMainloop::Layout, FwdMainloopSm90::Layout, DkdvLayout, BwdDqMainloop::Layout; SmemTile and WgmmaTile in
 // templates/tile/smem_tile.cuh). validate() compares it with the arch limit; every generated
 // source static_asserts that its kernel's layout has exactly this size.
 #include "compiler/kernel_pieces.h"
@@ -21,8 +21,10 @@ int KernelSpec::shared_memory_bytes() const {
   // Head-dim tiles are kHeadDimCols wide: wgmma tiles are whole 64-column blocks.
   const int d = uses_wgmma() ? (padded_head_dim() + 63) / 64 * 64 : padded_head_dim();
   switch (pass) {
-    case Pass::fwd:  // Q tile + `stages` x (K tile, V tile)
-      return tile_bytes(block_m, d) + stages * 2 * tile_bytes(block_n, d);
+    case Pass::fwd:  // Q tile + `stages` x (K tile, V tile); warp-specialised: + the mbarriers of
+                     // Q and of the K and V rings (full and empty per stage), 8 bytes each
+      return tile_bytes(block_m, d) + stages * 2 * tile_bytes(block_n, d) +
+             (warp_specialized() ? 8 * (1 + 4 * stages) : 0);
     case Pass::bwd_dkdv: {  // K, V tiles + `stages` x (Q, dO tiles, lse and D rows) + dS^T tile (atomic dQ)
       const int align = uses_wgmma() ? 1024 : 16;  // wgmma tiles start 1024-byte aligned
       const int stage = (2 * tile_bytes(block_m, d) + 2 * block_m * 4 + align - 1) / align * align;
@@ -30,7 +32,13 @@ int KernelSpec::shared_memory_bytes() const {
       const bool shared_scores = dkdv_mainloop(*this) == DkdvMainloop::sm90_shared_scores;
       const int scores = shared_scores ? 2 * tile_bytes(block_n, block_m) + block_n * block_m * 4
                                        : (deterministic ? 0 : tile_bytes(block_n, block_m));
-      return 2 * tile_bytes(block_n, d) + stages * stage + scores;
+      // Warp-specialised: dS^T's second buffer and the fp32 dQ staging tile (unless
+      // deterministic), the mbarriers of K/V and of the ring (full and empty per stage).
+      const int ws = !warp_specialized()
+                         ? 0
+                         : (deterministic ? 0 : tile_bytes(block_n, block_m) + block_m * padded_head_dim() * 4) + 8 +
+                               16 * stages;
+      return 2 * tile_bytes(block_n, d) + stages * stage + scores + ws;
     }
     case Pass::bwd_dq:  // Q, dO tiles + `stages` x (K tile, V tile)
       return 2 * tile_bytes(block_m, d) + stages * 2 * tile_bytes(block_n, d);

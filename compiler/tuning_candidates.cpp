@@ -19,8 +19,14 @@ struct Tiles {
   int block_m, block_n, warps;
 };
 
-int accumulator_budget(Pass p) {
-  switch (p) {
+int accumulator_budget(const KernelSpec& s) {
+  // The warp-specialised forward's consumers hold 240 registers with two warpgroups, 160 with
+  // three (FwdKernelSm90's split): S, P (half of S) and O must fit with the addresses.
+  // The dK/dV kernel's consumers hold dK, dV, S^T and dP^T (192 at d128) in 240 (not a tuning
+  // candidate yet: kernel_selection.cpp).
+  if (s.warp_specialized() && s.pass == Pass::bwd_dkdv) return 192;
+  if (s.warp_specialized()) return s.consumer_warpgroups() == 2 ? 176 : 96;
+  switch (s.pass) {
     case Pass::fwd: return 128;
     case Pass::bwd_dkdv: return 160;
     case Pass::bwd_dq: return 144;
@@ -34,7 +40,7 @@ bool fits(const KernelSpec& s, const DeviceLimits& limits) {
   if (!s.problems().empty()) return false;
   if (limits.max_shared_memory > 0 && s.shared_memory_bytes() > limits.max_shared_memory) return false;
   if (s.threads() > limits.max_threads_per_block) return false;
-  return s.accumulators_per_thread() <= accumulator_budget(s.pass);  // above the budget ptxas spills
+  return s.accumulators_per_thread() <= accumulator_budget(s);  // above the budget ptxas spills
 }
 
 std::vector<Tiles> grid(std::initializer_list<int> ms, std::initializer_list<int> ns, std::initializer_list<int> ws) {
@@ -49,6 +55,14 @@ std::vector<Tiles> grid(std::initializer_list<int> ms, std::initializer_list<int
 std::vector<Tiles> forward_tiles(int d) {
   if (d > 160) return grid({64, 128}, {16, 32}, {4, 8});
   return grid({64, 128}, {32, 64, 128}, {4, 8});
+}
+// The sm_90a warp-specialised forward: 128 or 192 query rows (one producer warpgroup plus two
+// or three consumers), key tiles in 16-row steps that fit its register and memory budget.
+std::vector<Tiles> forward_ws_tiles() {
+  std::vector<Tiles> out;
+  for (int m : {128, 192})
+    for (int n : {64, 80, 96, 112, 128, 144, 176}) out.push_back({m, n, 4 * (m / 64 + 1)});
+  return out;
 }
 std::vector<Tiles> dkdv_tiles(int d) {
   if (d > 128) return grid({16, 32, 64}, {32, 64}, {4, 8});
@@ -159,6 +173,8 @@ CandidateSet tuning_candidates(const TuningKey& key, const DeviceLimits& limits)
   const int d = def.front().padded_head_dim();
   if (key.pass == TunedPass::forward) {
     vary(def, slot_of(def, Pass::fwd), forward_tiles(d), limits, set.candidates);
+    if (key.arch == Arch::sm_90a && key.head_dim % 8 == 0)
+      vary(def, slot_of(def, Pass::fwd), forward_ws_tiles(), limits, set.candidates);
   } else {
     vary(def, slot_of(def, Pass::bwd_dkdv), dkdv_tiles(d), limits, set.candidates);
     // Deterministic: dQ tiles beside the default dK/dV kernel (the two kernels' times add).

@@ -84,6 +84,7 @@ CudaDriver load_driver() {
   FLASHGEN_RESOLVE(cuEventRecord);
   FLASHGEN_RESOLVE(cuEventSynchronize);
   FLASHGEN_RESOLVE(cuEventElapsedTime);
+  FLASHGEN_RESOLVE(cuTensorMapEncodeTiled);
 #undef FLASHGEN_RESOLVE
 
   const CUresult init = d.cuInit(0);

@@ -7,12 +7,16 @@
 #include "runtime/cuda_driver.h"
 #include "runtime/kernel_launch.h"
 #include "runtime/launch_plan.h"
+#include "runtime/tensor_maps.h"
 
 namespace flashgen {
 namespace {
 
 void launch(KernelCache& cache, KernelLaunch& l, CUstream stream) {
   if (l.grid[0] == 0 || l.grid[1] == 0 || l.grid[2] == 0) return;
+  // TMA descriptors are encoded here, not in the plan (plans are also built without a GPU),
+  // and before the load, so that tensors TMA cannot describe fail before any compile.
+  if (l.spec.warp_specialized()) encode_tensor_maps(l.spec, l.params);
   const LoadedKernel k = cache.load(l.spec);
   void* args[] = {&l.params};
   launch_kernel(k.function, l, stream, args);

@@ -26,6 +26,12 @@ __device__ __forceinline__ void mbarrier_arrive_expect_tx(u32 bar, u32 bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
 }
 
+// Expects `bytes` more transaction bytes in this phase without arriving (when the phase's
+// arrivals come from other threads, or later).
+__device__ __forceinline__ void mbarrier_expect_tx(u32 bar, u32 bytes) {
+  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+
 // True once the phase of `parity` has completed (a bounded, hardware-suspended wait).
 __device__ __forceinline__ bool mbarrier_try_wait(u32 bar, u32 parity) {
   u32 done;

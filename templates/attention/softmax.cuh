@@ -32,10 +32,11 @@ struct SoftmaxLedger {
       }
   }
 
-  // Folds a tile of scores in: new max, rescale l and o by exp2((m_old - m_new) * scale_log2),
-  // and turns s into p = exp2(s * scale_log2 - m_new * scale_log2).
-  template <int kNT, int kDT>
-  __device__ __forceinline__ void update(float (&s)[kRT][kNT][4], float (&o)[kRT][kDT][4], float scale_log2) {
+  // Folds a tile of scores in: new max, l rescaled by corr = exp2((m_old - m_new) * scale_log2)
+  // plus the new row sums, and s turned into p = exp2(s * scale_log2 - m_new * scale_log2).
+  // O is left alone (a P.V product may still be reading it): rescale() applies corr.
+  template <int kNT>
+  __device__ __forceinline__ void fold(float (&s)[kRT][kNT][4], float scale_log2, float (&corr)[kRT][2]) {
 #pragma unroll
     for (int mt = 0; mt < kRT; ++mt)
 #pragma unroll
@@ -47,7 +48,7 @@ struct SoftmaxLedger {
         // A row that has seen only masked keys keeps m = -inf: use 0 so that -inf - -inf never happens.
         const bool empty = mx == neg_inf();
         const float m_scaled = empty ? 0.0f : mx * scale_log2;
-        const float corr = empty ? 1.0f : exp2_fast((m[mt][h] - mx) * scale_log2);
+        corr[mt][h] = empty ? 1.0f : exp2_fast((m[mt][h] - mx) * scale_log2);
         m[mt][h] = mx;
         float sum = 0.0f;
 #pragma unroll
@@ -57,13 +58,26 @@ struct SoftmaxLedger {
             s[mt][nt][e] = exp2_fast(fmaf(s[mt][nt][e], scale_log2, -m_scaled));
             sum += s[mt][nt][e];
           }
-        l[mt][h] = l[mt][h] * corr + sum;
-#pragma unroll
-        for (int dt = 0; dt < kDT; ++dt) {
-          o[mt][dt][2 * h] *= corr;
-          o[mt][dt][2 * h + 1] *= corr;
-        }
+        l[mt][h] = l[mt][h] * corr[mt][h] + sum;
       }
+  }
+
+  template <int kDT>
+  static __device__ __forceinline__ void rescale(float (&o)[kRT][kDT][4], const float (&corr)[kRT][2]) {
+#pragma unroll
+    for (int mt = 0; mt < kRT; ++mt)
+#pragma unroll
+      for (int dt = 0; dt < kDT; ++dt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[mt][dt][e] *= corr[mt][e >> 1];
+  }
+
+  // fold() and rescale() in one: for a consumer whose P.V products have retired.
+  template <int kNT, int kDT>
+  __device__ __forceinline__ void update(float (&s)[kRT][kNT][4], float (&o)[kRT][kDT][4], float scale_log2) {
+    float corr[kRT][2];
+    fold(s, scale_log2, corr);
+    rescale(o, corr);
   }
 
   // Reduces l over the quad, scales o by 1/l (0 for empty rows) and returns

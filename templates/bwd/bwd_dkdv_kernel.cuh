@@ -42,16 +42,9 @@ struct BwdDkdvKernel {
 
     Producer::load_kv(p, off, l, h_kv, n0, rows_k, tid);
     const Visibility<Cfg::kLocal> vis(off.seqlen_q(), off.seqlen_k(), p.window_left, p.window_right);
-    int q_lo, q_hi, m_begin, m_end;
-    vis.query_range(n0, n0 + rows_k, q_lo, q_hi);
-    tile_span<Cfg::kBlockM>(q_lo, q_hi, m_begin, m_end);
-    const int tiles_per_head = m_end - m_begin;
-    const int total = group * tiles_per_head;
-
-    // Work item t: query head h_kv * group + t / tiles_per_head, Q tile m_begin + t % tiles_per_head.
-    auto head_of = [&](int t) { return h_kv * group + t / tiles_per_head; };
-    auto m0_of = [&](int t) { return (m_begin + t % tiles_per_head) * Cfg::kBlockM; };
-    auto load = [&](int t, int stage) { Producer::load_stage(p, off, l, head_of(t), m0_of(t), stage, tid); };
+    const DkdvWorkItems<Cfg> items(vis, h_kv, group, n0, rows_k);
+    const int total = items.total;
+    auto load = [&](int t, int stage) { Producer::load_stage(p, off, l, items.head(t), items.m0(t), stage, tid); };
     Pipeline::prologue(0, total, load);
 
     typename Split::Accumulator acc_dk, acc_dv;
@@ -59,7 +52,7 @@ struct BwdDkdvKernel {
     zero(acc_dv);
     const float softcap_pre = Cfg::kSoftcap ? p.softmax_scale / p.softcap : 0.0f;
     for (int t = 0; t < total; ++t) {
-      const int h = head_of(t), m0 = m0_of(t);
+      const int h = items.head(t), m0 = items.m0(t);
       Pipeline::acquire(t, 0, total, load);
       Mainloop::consume(p, off, vis, l, split, Pipeline::stage(t, 0), h, m0, n0, tid, warp, lane,
                         softcap_pre, acc_dk, acc_dv);

@@ -2,13 +2,28 @@
 // through the K and V tiles in shared memory (free after the mainloop) to global, written once.
 #pragma once
 
+#include "arch/named_barrier.cuh"
 #include "attention/offsets.cuh"
 #include "params/kernel_traits.cuh"
 #include "tile/copy.cuh"
 
 namespace flash {
 
-template <class Cfg>
+// The threads that store: every thread of the CTA (kBarrier < 0: __syncthreads), or the
+// consumer warpgroups of a warp-specialised kernel (named barrier kBarrier).
+template <int kThreads_, int kBarrier = -1>
+struct StoreGroup {
+  static constexpr int kThreads = kThreads_;
+  static __device__ __forceinline__ void sync() {
+    if constexpr (kBarrier < 0)
+      __syncthreads();
+    else
+      named_barrier_sync(kBarrier, kThreads);
+  }
+};
+
+// `tid` is the thread's index in Group.
+template <class Cfg, class Group = StoreGroup<Cfg::kThreads>>
 struct DkdvEpilogue {
   template <class Layout, class Split>
   static __device__ __forceinline__ void store(const FlashAttentionParams& p, const DenseOffsets& off, const Layout& l,
@@ -33,9 +48,9 @@ struct DkdvEpilogue {
           st_shared_u32(l.s_k + KV::elem(row, col), E::pack2(dk[2 * hh] * p.softmax_scale, dk[2 * hh + 1] * p.softmax_scale));
           st_shared_u32(l.s_v + KV::elem(row, col), E::pack2(dv[2 * hh], dv[2 * hh + 1]));
         }
-    __syncthreads();
-    store_tile<KV, Cfg::kThreads, Cfg::kHeadDim, Cfg::kVecLoad>(off.dk(h_kv, n0), p.dk_stride.row, l.s_k, rows_k, tid);
-    store_tile<KV, Cfg::kThreads, Cfg::kHeadDim, Cfg::kVecLoad>(off.dv(h_kv, n0), p.dv_stride.row, l.s_v, rows_k, tid);
+    Group::sync();
+    store_tile<KV, Group::kThreads, Cfg::kHeadDim, Cfg::kVecLoad>(off.dk(h_kv, n0), p.dk_stride.row, l.s_k, rows_k, tid);
+    store_tile<KV, Group::kThreads, Cfg::kHeadDim, Cfg::kVecLoad>(off.dv(h_kv, n0), p.dv_stride.row, l.s_v, rows_k, tid);
   }
 };
 

@@ -6,6 +6,7 @@
 #include "arch/numeric.cuh"
 #include "arch/ptx.cuh"
 #include "attention/offsets.cuh"
+#include "attention/visibility.cuh"
 #include "params/kernel_traits.cuh"
 #include "tile/copy.cuh"
 
@@ -37,6 +38,27 @@ struct DkdvLayout {
   __device__ __forceinline__ u32 s_do(int stage) const { return s_q(stage) + Q::kBytes; }
   __device__ __forceinline__ u32 s_lse(int stage) const { return s_do(stage) + Q::kBytes; }
   __device__ __forceinline__ u32 s_dsum(int stage) const { return s_lse(stage) + 4 * Cfg::kBlockM; }
+};
+
+// The work items of a K/V tile (keys n0.., rows_k of them, of kv head h_kv): every query head
+// of its GQA group times the Q tiles that see the keys. Item t is query head
+// h_kv * group + t / tiles_per_head, Q tile m_begin + t % tiles_per_head.
+template <class Cfg>
+struct DkdvWorkItems {
+  int h_kv, group, m_begin, tiles_per_head, total;
+
+  template <class Vis>
+  __device__ __forceinline__ DkdvWorkItems(const Vis& vis, int h_kv_, int group_, int n0, int rows_k)
+      : h_kv(h_kv_), group(group_) {
+    int q_lo, q_hi, m_end;
+    vis.query_range(n0, n0 + rows_k, q_lo, q_hi);
+    tile_span<Cfg::kBlockM>(q_lo, q_hi, m_begin, m_end);
+    tiles_per_head = m_end - m_begin;
+    total = group * tiles_per_head;
+  }
+
+  __device__ __forceinline__ int head(int t) const { return h_kv * group + t / tiles_per_head; }
+  __device__ __forceinline__ int m0(int t) const { return (m_begin + t % tiles_per_head) * Cfg::kBlockM; }
 };
 
 // Warps split the keys in 16-row slices and, when there are more warps than slices, the head

@@ -11,6 +11,13 @@ struct FlashStrides {
   long long head;
 };
 
+// A TMA descriptor: the driver's CUtensorMap (128 bytes, 64-byte aligned), encoded on the
+// host (runtime/tensor_maps.cpp) for the kernels that load and store through TMA, opaque
+// here. In the __grid_constant__ parameter block its address is what the copies name.
+struct FlashTensorMap {
+  alignas(64) unsigned long long opaque[16];
+};
+
 struct FlashAttentionParams {
   // Forward inputs/outputs (also read by backward).
   const void* q;
@@ -42,6 +49,11 @@ struct FlashAttentionParams {
   float softcap;     // cap value; 0 when off
   int window_left;   // -1: unbounded
   int window_right;  // -1: unbounded (causal sets it to 0)
+
+  // TMA descriptors of q, k, v, o, dout as (head_dim, seqlen, heads, batch) boxes of 64
+  // columns; filled only for the warp-specialised kernels (KernelSpec::warp_specialized):
+  // the forward's q, k, v, o, the dK/dV kernel's q, k, v, dout.
+  FlashTensorMap tma_q, tma_k, tma_v, tma_o, tma_do;
 };
 
 #endif

@@ -4,6 +4,9 @@
 
 #include "compile_check.h"
 
+#include "compiler/kernel_pieces.h"
+#include "runtime/nvrtc_compiler.h"
+
 namespace flashgen::test {
 namespace {
 
@@ -19,6 +22,30 @@ const CompileCase kSubset[] = {
 
 INSTANTIATE_TEST_SUITE_P(Subset, KernelCompile, ::testing::ValuesIn(kSubset),
                          [](const ::testing::TestParamInfo<CompileCase>& i) { return compile_case_name(i.param); });
+
+// The warp-specialised dK/dV kernel, not selected yet (kernel_selection.cpp), compiles with
+// zero spills at d64..d128, masked or not, deterministic or not, fp16 and bf16.
+TEST(KernelCompile, WarpSpecialisedDkdvCompilesWithoutSpills) {
+  for (int head_dim : {64, 96, 128})
+    for (bool causal : {false, true})
+      for (bool deterministic : {false, true}) {
+        KernelSpec s;
+        s.pass = Pass::bwd_dkdv;
+        s.head_dim = head_dim;
+        s.dtype = head_dim == 96 ? DType::f16 : DType::bf16;
+        s.causal = causal;
+        s.deterministic = deterministic;
+        s.block_m = 64;
+        s.block_n = 128;
+        s.warps = 12;
+        s.arch = Arch::sm_90a;
+        ASSERT_TRUE(s.warp_specialized()) << s.uri();
+        EXPECT_EQ(dkdv_mainloop(s), DkdvMainloop::sm90_ws) << s.uri();
+        const CompiledKernel k = compile_kernel(s);
+        EXPECT_EQ(k.resources.spill_stores, 0) << s.uri();
+        EXPECT_EQ(k.resources.spill_loads, 0) << s.uri();
+      }
+}
 
 }  // namespace
 }  // namespace flashgen::test

@@ -18,6 +18,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -339,7 +340,15 @@ std::vector<Case> small() {
   b.softcap = 30.0f;
   b.dtype = DType::f16;
   b.deterministic = true;
-  return {a, b};
+  // The sm_90a warp-specialised forward with two consumer warpgroups (ping-pong), ragged
+  // tiles on both sides, GQA, and a non-causal mask-free interior.
+  Case c;
+  c.head_dim = 128;
+  c.seqlen_q = 130;
+  c.seqlen_k = 333;
+  c.heads_q = 4;
+  c.heads_kv = 1;
+  return {a, b, c};
 }
 INSTANTIATE_TEST_SUITE_P(Small, GpuAttention, ::testing::ValuesIn(small()),
                          [](const ::testing::TestParamInfo<Case>& i) { return case_name(i.param); });
@@ -445,20 +454,62 @@ TEST_F(GpuTest, DeterministicBackwardIsBitwiseReproducible) {
   EXPECT_EQ(nan, 0u) << "dq has unwritten elements";
 }
 
-// compute-sanitizer memcheck and racecheck over the Small cases (this binary, re-run
-// under the sanitizer with a filter): no invalid access, no shared-memory race.
+// compute-sanitizer memcheck, racecheck and synccheck over the Small cases (this binary, re-run
+// under the sanitizer with a filter): no invalid access, no shared-memory race, no
+// misused barrier (named barriers, mbarriers, warp-synchronous instructions).
 TEST_F(GpuTest, SanitizerCleanOnSmallShapes) {
   const std::filesystem::path tool = "/usr/local/cuda/bin/compute-sanitizer";
   if (!std::filesystem::exists(tool)) GTEST_SKIP() << tool << " is not installed here";
   const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe");
   const std::filesystem::path log = std::filesystem::temp_directory_path() / "flashgen-sanitizer.log";
-  for (const char* check : {"memcheck", "racecheck"}) {
+  for (const char* check : {"memcheck", "racecheck", "synccheck"}) {
     const std::string cmd = fmt::format("{} --tool {} --error-exitcode 17 {} --gtest_filter='Small/*' > {} 2>&1",
                                         tool.string(), check, self.string(), log.string());
     const int rc = std::system(cmd.c_str());
     std::ifstream in(log);
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     EXPECT_EQ(rc, 0) << check << " failed; last output:\n" << text.substr(text.size() > 4000 ? text.size() - 4000 : 0);
+  }
+}
+
+}  // namespace
+}  // namespace flashgen::test
+
+namespace flashgen::test {
+namespace {
+
+// The forward the runtime selects on sm_90a runs on the fast path: the warp-specialised
+// kernel, with wgmma (HGMMA), TMA loads and stores (UTMALDG, UTMASTG) and mbarrier waits
+// (SYNCS) in its SASS and no mma.sync (HMMA), read with `flashgen dump --emit sass` (the
+// toolkit's disassembler is on the GPU machine). Spills are the compile tests' concern.
+TEST_F(GpuTest, HopperForwardSassUsesTmaAndWgmma) {
+  if (device_arch(0) != Arch::sm_90a) GTEST_SKIP() << "not an sm_90 GPU";
+  const std::filesystem::path cli = std::filesystem::path(FLASHGEN_BINARY_DIR) / "tools" / "flashgen";
+  if (!std::filesystem::exists(cli)) GTEST_SKIP() << cli << " is not built";
+  for (const auto& [head_dim, causal] : {std::pair{64, true}, {96, false}, {128, false}, {256, true}}) {
+    Problem p;
+    p.head_dim = head_dim;
+    p.dtype = DType::bf16;
+    p.batch = 1;
+    p.heads_q = p.heads_kv = 16;
+    p.seqlen_q = p.seqlen_k = 4096;
+    p.options.causal = causal;
+    p.options.window_right = causal ? 0 : -1;
+    const KernelSpec s = forward_specs(p, Arch::sm_90a).at(0);
+    EXPECT_TRUE(s.warp_specialized()) << s.uri();
+    const std::filesystem::path out = std::filesystem::temp_directory_path() / "flashgen-sass.txt";
+    const std::string cmd =
+        fmt::format("{} dump --pass fwd --head-dim {} {} --block-m {} --block-n {} --warps {} --stages {} --arch sm_90a "
+                    "--emit sass > {} 2>&1",
+                    cli.string(), head_dim, causal ? "--causal" : "", s.block_m, s.block_n, s.warps, s.stages,
+                    out.string());
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    std::ifstream in(out);
+    const std::string sass((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (sass.find("SASS unavailable") != std::string::npos) GTEST_SKIP() << "no disassembler here";
+    for (const char* op : {"HGMMA", "UTMALDG", "UTMASTG", "SYNCS"})
+      EXPECT_NE(sass.find(op), std::string::npos) << s.uri() << ": no " << op << " in the SASS";
+    EXPECT_EQ(sass.find("HMMA"), std::string::npos) << s.uri() << ": mma.sync (HMMA) in the SASS";
   }
 }
 

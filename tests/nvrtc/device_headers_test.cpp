@@ -65,6 +65,8 @@ const KernelSpec kDkdv80 = [] {
   return s;
 }();
 const KernelSpec kDq = spec(Pass::bwd_dq, 64, 64, 32, 4);
+const KernelSpec kFwdWs = spec(Pass::fwd, 128, 128, 128, 12);     // warp-specialised
+const KernelSpec kDkdvWs = spec(Pass::bwd_dkdv, 128, 64, 128, 12);  // warp-specialised
 const KernelSpec kRowwise = spec(Pass::bwd_preprocess, 96, 64, 64, 4);
 
 // Header -> what follows its #include.
@@ -266,6 +268,61 @@ extern "C" __global__ void t(int* out) {
     out[w.block + w.head + w.batch] = 1;
 }
 )"},
+      {"fwd/fwd_mainloop_sm90.cuh", traits(kFwdWs) + R"(
+using M = flash::FwdMainloopSm90<Traits>;
+extern "C" __global__ void t(const __grid_constant__ FlashAttentionParams p) {
+  const M m(0);
+  if (threadIdx.x == 0) {
+    m.init();
+    m.load(p, 0, 0, 0, 0, 0, 4);
+  }
+  const flash::Visibility<true> vis(p.seqlen_q, p.seqlen_k, -1, 0);
+  M::Accumulator o;
+  flash::zero(o);
+  M::Ledger ledger;
+  ledger.init();
+  m.mma(p, vis, 0, 128, 0, 4, 0, o, ledger);
+  p.lse[threadIdx.x] = o[0][0][0];
+}
+)"},
+      {"fwd/fwd_epilogue_sm90.cuh", traits(kFwdWs) + R"(
+extern "C" __global__ void t(const __grid_constant__ FlashAttentionParams p) {
+  const flash::DenseOffsets off(p, 0);
+  const float o[1][16][4] = {};
+  const float lse[1][2] = {};
+  flash::FwdEpilogueSm90<Traits>::store<Traits::Tile<128, 128>>(p, off, 0, 0, 0, 0, 100, o, lse, 0, 1);
+}
+)"},
+      {"fwd/fwd_kernel_sm90.cuh", traits(kFwdWs) + R"(
+extern "C" __global__ void t(const __grid_constant__ FlashAttentionParams p) { flash::FwdKernelSm90<Traits>::run(p); }
+)"},
+      {"pipeline/tma_pipeline.cuh", R"(
+extern "C" __global__ void t(int* out) {
+  const flash::TmaPipeline<2, 2> pipe(0);
+  if (threadIdx.x == 0) pipe.init();
+  flash::PipelineState st = pipe.producer_start();
+  const flash::u32 bar = pipe.producer_acquire(st, 128);
+  pipe.consumer_wait(st);
+  pipe.consumer_release(st, threadIdx.x == 0);
+  st.advance(2);
+  const flash::TmaPipeline<2, 2, 32> lanes(64);
+  lanes.producer_wait(st);
+  lanes.producer_expect(st, 256);
+  lanes.producer_arrive(st);
+  out[threadIdx.x] = st.index + static_cast<int>(bar);
+}
+)"},
+      // Runtime descriptors: NVRTC 13.0 crashes on a wgmma whose descriptors are constants.
+      {"arch/wgmma_sm90_shapes.cuh", R"(
+extern "C" __global__ void t(float* out, flash::u64 desc) {
+  float d[10][4];
+  flash::Wgmma<80, true>::ss<false, false>(d, desc, desc + 2, 0);
+  float e[2][4] = {};
+  const flash::u32 a[4] = {threadIdx.x, 1, 2, 3};
+  flash::Wgmma<16, false>::rs<true>(e, a, desc, 1);
+  out[threadIdx.x] = d[0][0] + e[0][0];
+}
+)"},
       {"fwd/fwd_mainloop.cuh", traits(kFwd) + R"(
 using M = flash::FwdMainloop<Traits>;
 extern "C" __global__ void t(const __grid_constant__ FlashAttentionParams p) {
@@ -360,6 +417,33 @@ extern "C" __global__ void t(const __grid_constant__ FlashAttentionParams p) {
   flash::DqAccumSm90<Traits, L>::accumulate(p.dq_accum, l, threadIdx.x / 32, threadIdx.x % 32);
   flash::DqAccumSm80<Traits, L>::accumulate(p.dq_accum, l, threadIdx.x / 32, threadIdx.x % 32);
 }
+)"},
+      {"bwd/dkdv_mainloop_sm90_ws.cuh", traits(kDkdvWs) + R"(
+using M = flash::DkdvMainloopSm90Ws<Traits>;
+extern "C" __global__ void t(const __grid_constant__ FlashAttentionParams p) {
+  const flash::DenseOffsets off(p, 0);
+  const flash::Visibility<true> vis(p.seqlen_q, p.seqlen_k, -1, 0);
+  const M::Layout l(0);
+  const flash::DkdvWorkItems<Traits> items(vis, 0, 2, 0, 128);
+  if (threadIdx.x < 32) {
+    M::init(l);
+    M::load(p, off, l, 0, 0, 0, items);
+    return;
+  }
+  if (threadIdx.x < 64) {
+    M::write_dq(p, off, l, items);
+    return;
+  }
+  const M::Split split(threadIdx.x / 32 - 4);
+  M::Split::Accumulator dk, dv;
+  flash::zero(dk);
+  flash::zero(dv);
+  M::mma(p, vis, l, 0, items, threadIdx.x / 128 - 1, split, dk, dv);
+  p.dq_accum[threadIdx.x] = dk[0][0][0] + dv[0][0][0];
+}
+)"},
+      {"bwd/bwd_dkdv_kernel_sm90.cuh", traits(kDkdvWs) + R"(
+extern "C" __global__ void t(const __grid_constant__ FlashAttentionParams p) { flash::BwdDkdvKernelSm90<Traits>::run(p); }
 )"},
       {"bwd/dkdv_mainloop_sm80.cuh", dkdv_mainloop_case("DkdvMainloopSm80", kDkdv80)},
       {"bwd/dkdv_mainloop_sm90.cuh", dkdv_mainloop_case("DkdvMainloopSm90", kDkdv90)},

@@ -1,0 +1,63 @@
+// The warp-specialised dK/dV kernel (sm_90a), assembled: the single-tile scheduler (one K/V
+// tile of kBlockN keys of one (batch, kv head) per CTA), the TMA producer / wgmma consumer
+// mainloop (bwd/dkdv_mainloop_sm90_ws.cuh) and the dK/dV epilogue on the consumer threads.
+// Warpgroup 0: warp 0 loads, warp 1 adds the staged dQ tiles to the accumulator, warps 2-3
+// leave; all four give their registers up (setmaxnreg) to the two consumer warpgroups.
+#pragma once
+
+#include "arch/ptx.cuh"
+#include "arch/warpgroup.cuh"
+#include "attention/offsets.cuh"
+#include "attention/visibility.cuh"
+#include "bwd/dkdv_epilogue.cuh"
+#include "bwd/dkdv_mainloop_sm90_ws.cuh"
+#include "params/attention_params.h"
+#include "scheduler/single_tile.cuh"
+#include "tile/warp_mma.cuh"
+
+namespace flash {
+
+template <class Cfg, class Mainloop = DkdvMainloopSm90Ws<Cfg>, class Scheduler = SingleTileScheduler<false>,
+          class Epilogue = DkdvEpilogue<Cfg, StoreGroup<Mainloop::kConsumerThreads, Mainloop::Barriers::kEpilogue>>>
+struct BwdDkdvKernelSm90 {
+  using Layout = typename Mainloop::Layout;
+  using Split = typename Mainloop::Split;
+  static constexpr int kSharedBytes = Layout::kBytes;
+  static_assert(Cfg::kThreads == 128 + Mainloop::kConsumerThreads, "one producer warpgroup plus the consumers");
+  // The producer warp computes lse and D addresses besides the TMA: 32 (24 spills at d64 causal).
+  static constexpr int kProducerRegisters = 32, kConsumerRegisters = 240;
+  static_assert(128 * (kProducerRegisters + Mainloop::kConsumers * kConsumerRegisters) <= 65536, "register file");
+
+  static __device__ __forceinline__ void run(const FlashAttentionParams& p) {
+    const Layout l(smem_u32(dynamic_smem()));
+    if (threadIdx.x == 0) Mainloop::init(l);
+    __syncthreads();  // the only CTA-wide barrier: the producer's idle warps leave after it
+
+    const WorkTile w = Scheduler::first();
+    const int h_kv = w.head;
+    const DenseOffsets off(p, w.batch);
+    const int n0 = w.block * Cfg::kBlockN;
+    const int rows_k = min(Cfg::kBlockN, off.seqlen_k() - n0);
+    const Visibility<Cfg::kLocal> vis(off.seqlen_q(), off.seqlen_k(), p.window_left, p.window_right);
+    const DkdvWorkItems<Cfg> items(vis, h_kv, p.heads_q / p.heads_kv, n0, rows_k);
+
+    const int wg = warpgroup_index();
+    if (wg == 0) {
+      setmaxnreg_dec<kProducerRegisters>();
+      const int warp = threadIdx.x >> 5;
+      if (warp == 0) Mainloop::load(p, off, l, w.batch, h_kv, n0, items);
+      if (warp == 1) Mainloop::write_dq(p, off, l, items);
+      return;
+    }
+    setmaxnreg_inc<kConsumerRegisters>();
+    const int consumer_tid = threadIdx.x - 128;
+    const Split split(consumer_tid >> 5);
+    typename Split::Accumulator acc_dk, acc_dv;
+    zero(acc_dk);
+    zero(acc_dv);
+    Mainloop::mma(p, vis, l, n0, items, wg - 1, split, acc_dk, acc_dv);
+    Epilogue::store(p, off, l, split, h_kv, n0, rows_k, acc_dk, acc_dv, consumer_tid, consumer_tid & 31);
+  }
+};
+
+}  // namespace flash

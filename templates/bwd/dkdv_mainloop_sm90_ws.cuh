@@ -1,0 +1,264 @@
+// The warp-specialised dK/dV mainloop (sm_90a) for one K/V tile of kBlockN keys, d <= 128.
+// Producer warp: K and V once by TMA, then per work item (query head of the GQA group, Q
+// tile) a ring stage of Q and dO by TMA plus lse * log2e and D written by its lanes. Two
+// consumer warpgroups own 64 keys each: S^T = K.Q^T and dP^T = V.dO^T (one wgmma group),
+// P^T and dS^T in registers as the A operands of dV += P^T.dO and dK += dS^T.Q, and (unless
+// deterministic) dS^T through shared memory (double-buffered by item) into dQ = dS.K, each
+// warpgroup a half of the head dim, staged in fp32 for the dQ writer warp, which adds the
+// tile to the fp32 accumulator with one bulk reduction: no atomics on the consumers.
+#pragma once
+
+#include "arch/fence.cuh"
+#include "arch/mbarrier.cuh"
+#include "arch/named_barrier.cuh"
+#include "arch/tma.cuh"
+#include "arch/wgmma_sm90.cuh"
+#include "attention/offsets.cuh"
+#include "bwd/dkdv_layout.cuh"
+#include "bwd/dkdv_scores.cuh"
+#include "pipeline/tma_pipeline.cuh"
+#include "tile/warp_mma.cuh"
+
+namespace flash {
+
+template <class Cfg>
+struct DkdvMainloopSm90Ws {
+  static constexpr int kConsumers = Cfg::kBlockN / 64;  // warpgroups of 64 keys
+  static constexpr int kD = Cfg::kHeadDimPadded;
+  static constexpr int kColBlocks = Cfg::kHeadDimCols / 64;
+  static constexpr bool kDq = !Cfg::kDeterministic;  // deterministic: the bwd_dq kernel computes dQ
+  // dQ columns per warpgroup: halves on 32-column boundaries (d96: 64 + 32).
+  static constexpr int kDqCols0 = (kD / 2 + 31) / 32 * 32;
+  static constexpr int kDqCols1 = kD - kDqCols0;
+  static_assert(kConsumers == 2 && Cfg::kBlockM == 64 && kD >= 64 && kD <= 128,
+                "64 queries x 2 warpgroups of 64 keys, d64..d128");
+
+  using Split = DkdvWarpSplit<Cfg>;  // over the consumer warps: warp w % 8 owns keys 16 (w % 8)..
+  static_assert(Split::kRT == 1 && Split::kWarpsD == 1, "one 16-key slice and every dK/dV column per warp");
+  // Every consumer warp frees a stage (its lanes also load lse and D from it); the producer
+  // warp's lanes each arrive after writing theirs.
+  using Pipeline = TmaPipeline<Cfg::kStages, 4 * kConsumers, 32>;
+
+  // Named barriers: dS^T complete (consumers), the dQ staging tile full / free (consumers
+  // and the dQ writer warp), the end of the mainloop (consumers).
+  struct Barriers {
+    static constexpr int kDsFull = kNamedBarrierFirstFree;
+    static constexpr int kDqFull = kDsFull + 1;
+    static constexpr int kDqEmpty = kDqFull + 1;
+    static constexpr int kEpilogue = kDqEmpty + 1;
+  };
+  static constexpr int kConsumerThreads = 128 * kConsumers;
+  static constexpr int kDqThreads = kConsumerThreads + 32;
+
+  // The all-threads kernels' layout (K, V, the stages of Q, dO, lse, D; dS^T buffer 0), then
+  // dS^T buffer 1, the fp32 dQ staging tile and the mbarriers (K/V's, the ring's).
+  struct Layout : DkdvLayout<Cfg, false> {
+    using Base = DkdvLayout<Cfg, false>;
+    using DS = typename Base::DS;
+    static constexpr int kDs1 = Base::kBytes;
+    static constexpr int kDqTile = kDs1 + (kDq ? DS::kBytes : 0);
+    static constexpr int kDqBytes = kDq ? Cfg::kBlockM * kD * 4 : 0;
+    static constexpr int kKvFull = kDqTile + kDqBytes;
+    static constexpr int kRing = kKvFull + 8;
+    static constexpr int kBytes = kRing + Pipeline::kBarrierBytes;
+
+    u32 s_ds1, s_dq, kv_full;
+    Pipeline ring;
+
+    __device__ __forceinline__ explicit Layout(u32 smem)
+        : Base(smem), s_ds1(smem + kDs1), s_dq(smem + kDqTile), kv_full(smem + kKvFull), ring(smem + kRing) {}
+    __device__ __forceinline__ u32 s_ds_of(int item) const { return item % 2 ? s_ds1 : this->s_ds; }
+  };
+
+  // By one thread, before the CTA barrier that precedes the role split.
+  static __device__ __forceinline__ void init(const Layout& l) {
+    mbarrier_init(l.kv_full, 1);
+    l.ring.init();
+    fence_mbarrier_init();
+  }
+
+  // ---- producer warp (all 32 lanes) ----
+  // K, V rows n0.. of head h_kv, then per work item the Q and dO tile with its lse * log2e
+  // and D (rows with no visible key or past seqlen_q get lse * log2e = +inf: P = 0; and D = 0).
+  static __device__ __forceinline__ void load(const FlashAttentionParams& p, const DenseOffsets& off, const Layout& l,
+                                              int batch, int h_kv, int n0, const DkdvWorkItems<Cfg>& items) {
+    using Q = typename Layout::Q;
+    using KV = typename Layout::KV;
+    const int lane = threadIdx.x & 31;
+    const int total = items.total;
+    if (total == 0) return;
+    if (lane == 0) {
+      tma_prefetch_descriptor(&p.tma_q);
+      tma_prefetch_descriptor(&p.tma_do);
+      mbarrier_arrive_expect_tx(l.kv_full, 2 * KV::kBytes);
+#pragma unroll
+      for (int cb = 0; cb < kColBlocks; ++cb) {
+        tma_load_4d(l.s_k + cb * KV::kBlockBytes, &p.tma_k, l.kv_full, 64 * cb, n0, h_kv, batch);
+        tma_load_4d(l.s_v + cb * KV::kBlockBytes, &p.tma_v, l.kv_full, 64 * cb, n0, h_kv, batch);
+      }
+    }
+    PipelineState st = Pipeline::producer_start();
+    for (int t = 0; t < total; ++t) {
+      const int h = items.head(t), m0 = items.m0(t);
+      l.ring.producer_wait(st);
+      const u32 q = l.s_q(st.index), dout = l.s_do(st.index);
+      if (lane == 0) {
+        const u32 bar = l.ring.producer_expect(st, 2 * Q::kBytes);
+#pragma unroll
+        for (int cb = 0; cb < kColBlocks; ++cb) {
+          tma_load_4d(q + cb * Q::kBlockBytes, &p.tma_q, bar, 64 * cb, m0, h, batch);
+          tma_load_4d(dout + cb * Q::kBlockBytes, &p.tma_do, bar, 64 * cb, m0, h, batch);
+        }
+      }
+      __syncwarp();
+      const i64 accum_row = off.accum_row(h) + m0;
+      for (int i = lane; i < Cfg::kBlockM; i += 32) {
+        const bool valid = m0 + i < off.seqlen_q();
+        const float lse = valid ? p.lse[off.lse_row(h) + m0 + i] : neg_inf();
+        st_shared_f32(l.s_lse(st.index) + 4 * i, lse == neg_inf() ? pos_inf() : lse * kLog2e);
+        st_shared_f32(l.s_dsum(st.index) + 4 * i, valid ? p.dsum[accum_row + i] : 0.0f);
+      }
+      l.ring.producer_arrive(st);
+      st.advance(Cfg::kStages);
+    }
+  }
+
+  // ---- dQ writer warp (all 32 lanes; one issues) ----
+  // Per item: once the consumers have staged dQ, dQ_accum rows m0.. += the tile.
+  static __device__ __forceinline__ void write_dq(const FlashAttentionParams& p, const DenseOffsets& off,
+                                                  const Layout& l, const DkdvWorkItems<Cfg>& items) {
+    if constexpr (kDq) {
+      const int total = items.total;
+      const bool leader = (threadIdx.x & 31) == 0;
+      if (total > 0) named_barrier_arrive(Barriers::kDqEmpty, kDqThreads);  // the tile starts free
+      for (int t = 0; t < total; ++t) {
+        named_barrier_sync(Barriers::kDqFull, kDqThreads);
+        if (leader) {
+          bulk_reduce_add_f32(p.dq_accum + (off.accum_row(items.head(t)) + items.m0(t)) * kD, l.s_dq, Layout::kDqBytes);
+          tma_store_commit();
+          tma_store_wait_read<0>();
+        }
+        __syncwarp();
+        if (t + 1 < total) named_barrier_arrive(Barriers::kDqEmpty, kDqThreads);
+      }
+      if (leader) tma_store_wait<0>();  // the additions are done before the CTA leaves
+    }
+  }
+
+  // ---- consumer warpgroup wg (keys 64 wg .. of the tile; split over the consumer warps) ----
+  template <class Vis>
+  static __device__ __forceinline__ void mma(const FlashAttentionParams& p, const Vis& vis, const Layout& l, int n0,
+                                             const DkdvWorkItems<Cfg>& items, int wg,
+                                             const Split& split, typename Split::Accumulator& acc_dk,
+                                             typename Split::Accumulator& acc_dv) {
+    using L = Layout;
+    constexpr bool kBf16 = Cfg::kIsBf16;
+    constexpr int kMT = Split::kMT;
+    const int lane = threadIdx.x & 31;
+    const float softcap_pre = Cfg::kSoftcap ? p.softmax_scale / p.softcap : 0.0f;
+    const int total = items.total;
+    if (total == 0) return;
+    mbarrier_wait(l.kv_full, 0);
+    PipelineState st = Pipeline::consumer_start();
+    for (int t = 0; t < total; ++t) {
+      const int m0 = items.m0(t);
+      l.ring.consumer_wait(st);
+      const u32 s_q = l.s_q(st.index), s_do = l.s_do(st.index);
+
+      float s[1][kMT][4], dp[1][kMT][4];
+      wgmma_fence();
+      wgmma_scores_t<Cfg, L>(s[0], l.s_k, 64 * wg, s_q);
+      wgmma_scores_t<Cfg, L>(dp[0], l.s_v, 64 * wg, s_do);
+      wgmma_commit();
+      wgmma_wait<0>();
+      wgmma_fence_operand(s);
+      wgmma_fence_operand(dp);
+      float dtanh[1][kMT][4];  // unused (and optimised away) without softcap
+      probs_t<Cfg>(s, dtanh, p, vis, softcap_pre, l.s_lse(st.index), n0, n0 + split.warp_row0, m0, lane);
+      u32 a_p[kMT / 2][4], a_ds[kMT / 2][4];  // P^T and dS^T as A operands
+#pragma unroll
+      for (int kk = 0; kk < kMT / 2; ++kk) c_to_a<kBf16>(a_p[kk], s[0], kk);
+      dscores_t<Cfg>(dp, s, dtanh, l.s_dsum(st.index), lane);
+#pragma unroll
+      for (int kk = 0; kk < kMT / 2; ++kk) c_to_a<kBf16>(a_ds[kk], dp[0], kk);
+      const u32 s_ds = l.s_ds_of(t);
+      if constexpr (kDq) store_t<typename L::DS, kMT>(s_ds, a_ds, split.warp_row0, lane);
+
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kMT / 2; ++kk) {  // one wgmma over every head-dim column per k-step
+        Wgmma<kD, kBf16>::template rs<true>(acc_dv[0], a_p[kk], desc_mn_major<typename L::Q>(s_do, 16 * kk));
+        Wgmma<kD, kBf16>::template rs<true>(acc_dk[0], a_ds[kk], desc_mn_major<typename L::Q>(s_q, 16 * kk));
+      }
+      wgmma_commit();
+      if constexpr (kDq) {
+        fence_async_shared();  // dS^T (st.shared) is read by the dQ wgmma (async proxy)
+        named_barrier_sync(Barriers::kDsFull, kConsumerThreads);
+        if (wg == 0)
+          dq_product<kDqCols0>(l, s_ds, 0, st, a_p, a_ds, acc_dk, acc_dv);
+        else
+          dq_product<kDqCols1>(l, s_ds, kDqCols0, st, a_p, a_ds, acc_dk, acc_dv);
+      } else {
+        wgmma_wait<0>();
+        wgmma_fence_operand(a_p);
+        wgmma_fence_operand(a_ds);
+        wgmma_fence_operand(acc_dk);
+        wgmma_fence_operand(acc_dv);
+        release(l, st);
+      }
+      st.advance(Cfg::kStages);
+    }
+    // The other warpgroup's last dQ product may still read K: the epilogue stages dK over it.
+    named_barrier_sync(Barriers::kEpilogue, kConsumerThreads);
+  }
+
+ private:
+  // The warp is done with the stage (its products retired, its loads returned).
+  static __device__ __forceinline__ void release(const Layout& l, const PipelineState& st) {
+    __syncwarp();
+    l.ring.consumer_release(st, (threadIdx.x & 31) == 0);
+    __syncwarp();  // converged again before the aligned instructions that follow
+  }
+
+  // dQ (64 queries x kCols columns from col0) = dS.K, dS^T and K both [key][.]: MN-major A
+  // and B. Waits for every product of the item, frees the stage, stages dQ in fp32 for the
+  // writer.
+  template <int kCols>
+  static __device__ __forceinline__ void dq_product(const Layout& l, u32 s_ds, int col0,
+                                                    const PipelineState& st, u32 (&a_p)[Split::kMT / 2][4],
+                                                    u32 (&a_ds)[Split::kMT / 2][4],
+                                                    typename Split::Accumulator& acc_dk,
+                                                    typename Split::Accumulator& acc_dv) {
+    using KV = typename Layout::KV;
+    using DS = typename Layout::DS;
+    float dq[1][kCols / 8][4];
+    const u32 s_k_cols = l.s_k + (col0 / 64) * KV::kBlockBytes + (col0 % 64) * 2;
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk)
+      Wgmma<kCols, Cfg::kIsBf16>::template ss<true, true>(dq[0], desc_mn_major<DS>(s_ds, 16 * kk),
+                                                          desc_mn_major<KV>(s_k_cols, 16 * kk), kk > 0);
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_fence_operand(dq);
+    wgmma_fence_operand(a_p);
+    wgmma_fence_operand(a_ds);
+    wgmma_fence_operand(acc_dk);
+    wgmma_fence_operand(acc_dv);
+    release(l, st);
+    // The writer has read the previous item's tile out.
+    named_barrier_sync(Barriers::kDqEmpty, kDqThreads);
+    const int lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
+    const int row0 = 16 * (((threadIdx.x >> 5) - 4) & 3);  // the warp's 16 queries of the 64
+#pragma unroll
+    for (int nt = 0; nt < kCols / 8; ++nt)
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh)
+        st_shared_v2_f32(l.s_dq + 4 * ((row0 + g + 8 * hh) * kD + col0 + 8 * nt + 2 * tq), dq[0][nt][2 * hh],
+                         dq[0][nt][2 * hh + 1]);
+    fence_async_shared();  // the bulk reduction reads the tile through the async proxy
+    named_barrier_arrive(Barriers::kDqFull, kDqThreads);
+  }
+};
+
+}  // namespace flash

@@ -1,0 +1,49 @@
+// The warp-specialised forward's epilogue (sm_90a), per consumer warpgroup: O (already
+// divided by l) rounded to 16 bits into the warpgroup's own rows of the Q tile (its last
+// product reading them has retired), then to global by TMA stores, which clip rows past
+// the sequence end and columns past the head dim; lse = m + log(l) straight from registers.
+#pragma once
+
+#include "arch/fence.cuh"
+#include "arch/named_barrier.cuh"
+#include "arch/tma.cuh"
+#include "attention/offsets.cuh"
+#include "params/kernel_traits.cuh"
+#include "tile/copy.cuh"
+
+namespace flash {
+
+template <class Cfg>
+struct FwdEpilogueSm90 {
+  // `Tile` at s_q is the Q tile; warpgroup `wg` owns its rows 64 wg .. 64 wg + 63. The
+  // warpgroup's named barrier `barrier` orders its shared-memory writes before the store.
+  template <class Tile, int kDT>
+  static __device__ __forceinline__ void store(const FlashAttentionParams& p, const DenseOffsets& off, u32 s_q,
+                                               int batch, int h, int m0, int rows_q, const float (&o)[1][kDT][4],
+                                               const float (&lse)[1][2], int wg, int barrier) {
+    const int lane = threadIdx.x & 31;
+    const int q_row0 = 64 * wg;
+    const int warp_row0 = q_row0 + 16 * ((threadIdx.x >> 5) & 3);
+    store_fragments<typename Cfg::Element, Tile, false>(s_q, o, warp_row0, 0, 1.0f, lane);
+    const int g = lane >> 2;
+    if (p.lse != nullptr && (lane & 3) == 0) {
+      float* lse_row = p.lse + off.lse_row(h) + m0;
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const int row = warp_row0 + g + 8 * hh;
+        if (row < rows_q) lse_row[row] = lse[0][hh];
+      }
+    }
+    fence_async_shared();  // the TMA store reads shared memory through the async proxy
+    named_barrier_sync(barrier, 128);
+    if ((threadIdx.x & 127) == 0) {
+#pragma unroll
+      for (int cb = 0; cb < Cfg::kHeadDimCols / 64; ++cb)
+        tma_store_4d(&p.tma_o, s_q + cb * Tile::kBlockBytes + q_row0 * 128, 64 * cb, m0 + q_row0, h, batch);
+      tma_store_commit();
+      tma_store_wait_read<0>();  // the CTA's shared memory must outlive the store's reads
+    }
+  }
+};
+
+}  // namespace flash

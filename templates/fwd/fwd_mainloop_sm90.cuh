@@ -1,0 +1,227 @@
+// The warp-specialised forward mainloop (sm_90a) for one Q tile of one (batch, head).
+// Producer (one thread): Q once, then the visible K and V tiles, newest key tile first, by
+// TMA into two mbarrier rings (V lags K by one tile, the order the consumers need them).
+// Consumers (kConsumers warpgroups, 64 query rows each): S = Q.K^T and O += P.V by wgmma
+// with P in registers, overlapped within the warpgroup: the scores of tile j are issued
+// before the P.V of tile j+1, and the softmax of tile j runs while that P.V is in flight.
+// With ping-pong the warpgroups also take turns issuing their products (named barriers),
+// so one's softmax runs under the other's products.
+#pragma once
+
+#include "arch/mbarrier.cuh"
+#include "arch/named_barrier.cuh"
+#include "arch/tma.cuh"
+#include "arch/wgmma_sm90.cuh"
+#include "attention/softcap.cuh"
+#include "attention/softmax.cuh"
+#include "attention/visibility.cuh"
+#include "params/attention_params.h"
+#include "params/kernel_traits.cuh"
+#include "pipeline/tma_pipeline.cuh"
+#include "tile/warp_mma.cuh"
+
+namespace flash {
+
+// Named barriers of the warp-specialised forward (ids from kNamedBarrierFirstFree): one per
+// consumer warpgroup for ping-pong, one per consumer warpgroup for its epilogue.
+template <int kConsumers>
+struct FwdSm90Barriers {
+  static constexpr int kScheduler = kNamedBarrierFirstFree;
+  static constexpr int kEpilogue = kScheduler + kConsumers;
+  static_assert(kEpilogue + kConsumers <= kNamedBarrierCount, "named barrier ids");
+};
+
+template <class Cfg>
+struct FwdMainloopSm90 {
+  static constexpr int kConsumers = Cfg::kBlockM / 64;  // warpgroups of 64 query rows
+  static constexpr int kNT = Cfg::kBlockN / 8;
+  static constexpr int kDT = Cfg::kHeadDimPadded / 8;
+  static constexpr int kColBlocks = Cfg::kHeadDimCols / 64;  // TMA boxes of 64 columns per tile
+  // Ping-pong (FA3's rule): at d > 128 O leaves too few registers for it to pay.
+  static constexpr bool kPingPong = kConsumers >= 2 && Cfg::kHeadDimPadded <= 128;
+  static_assert(Cfg::kBlockM % 64 == 0 && Cfg::kBlockN % 16 == 0 && Cfg::kBlockN <= 256, "wgmma tile shape");
+
+  using Pipeline = TmaPipeline<Cfg::kStages, kConsumers>;  // one release per consumer warpgroup
+  using Barriers = FwdSm90Barriers<kConsumers>;
+  using Accumulator = float[1][kDT][4];
+  using Ledger = SoftmaxLedger<1>;
+
+  // Shared memory: the Q tile, kStages K tiles, kStages V tiles, then the mbarriers (Q's,
+  // the K ring's, the V ring's). Tiles are 1024-byte multiples, so each stays aligned.
+  struct Layout {
+    using Q = typename Cfg::template Tile<Cfg::kBlockM, Cfg::kHeadDimCols>;
+    using KV = typename Cfg::template Tile<Cfg::kBlockN, Cfg::kHeadDimCols>;
+    static constexpr int kK = Q::kBytes;
+    static constexpr int kV = kK + Cfg::kStages * KV::kBytes;
+    static constexpr int kQFull = kV + Cfg::kStages * KV::kBytes;
+    static constexpr int kKRing = kQFull + 8;
+    static constexpr int kVRing = kKRing + Pipeline::kBarrierBytes;
+    static constexpr int kBytes = kVRing + Pipeline::kBarrierBytes;
+    static_assert(Q::kBytes % 1024 == 0 && KV::kBytes % 1024 == 0, "tiles keep 1024-byte alignment");
+  };
+
+  u32 s_q, s_k, s_v, q_full;
+  Pipeline k_pipe, v_pipe;
+
+  __device__ __forceinline__ explicit FwdMainloopSm90(u32 smem)
+      : s_q(smem), s_k(smem + Layout::kK), s_v(smem + Layout::kV), q_full(smem + Layout::kQFull),
+        k_pipe(smem + Layout::kKRing), v_pipe(smem + Layout::kVRing) {}
+
+  // By one thread, before the CTA barrier that precedes the role split.
+  __device__ __forceinline__ void init() const {
+    mbarrier_init(q_full, 1);
+    k_pipe.init();
+    v_pipe.init();
+    fence_mbarrier_init();
+  }
+
+  // ---- producer (one thread) ----
+  // Q rows m0.. of head h, then the key tiles n_end-1 down to n_begin of head h_kv.
+  __device__ __forceinline__ void load(const FlashAttentionParams& p, int batch, int h, int h_kv, int m0, int n_begin,
+                                       int n_end) const {
+    tma_prefetch_descriptor(&p.tma_q);
+    tma_prefetch_descriptor(&p.tma_k);
+    tma_prefetch_descriptor(&p.tma_v);
+    mbarrier_arrive_expect_tx(q_full, Layout::Q::kBytes);
+#pragma unroll
+    for (int cb = 0; cb < kColBlocks; ++cb)
+      tma_load_4d(s_q + cb * Layout::Q::kBlockBytes, &p.tma_q, q_full, 64 * cb, m0, h, batch);
+    PipelineState k_st = Pipeline::producer_start(), v_st = Pipeline::producer_start();
+    for (int n = n_end - 1; n >= n_begin; --n) {
+      load_kv(p.tma_k, k_pipe, k_st, s_k, batch, h_kv, n);
+      if (n + 1 < n_end) load_kv(p.tma_v, v_pipe, v_st, s_v, batch, h_kv, n + 1);
+    }
+    if (n_begin < n_end) load_kv(p.tma_v, v_pipe, v_st, s_v, batch, h_kv, n_begin);
+  }
+
+  // ---- consumer (one warpgroup, `wg` of kConsumers) ----
+  // Folds the key tiles n_end-1 .. n_begin into o and the ledger for the warpgroup's rows
+  // (q_row0 of the tile whose first query is m0). o must be zero; it is left unnormalised.
+  template <class Vis>
+  __device__ __forceinline__ void mma(const FlashAttentionParams& p, const Vis& vis, int m0, int rows_q, int n_begin,
+                                      int n_end, int wg, Accumulator& o, Ledger& ledger) const {
+    const int lane = threadIdx.x & 31;
+    const int q_row0 = 64 * wg;
+    const int warp_row0 = q_row0 + 16 * ((threadIdx.x >> 5) & 3);
+    const bool leader = (threadIdx.x & 127) == 0;  // frees the stages for the warpgroup
+    const int wg_q1 = min(q_row0 + 64, rows_q);  // the warpgroup's valid rows end (tile-relative)
+    const float softcap_pre = Cfg::kSoftcap ? p.softmax_scale / p.softcap : 0.0f;
+    mbarrier_wait(q_full, 0);
+    if (n_begin >= n_end) return;
+    if constexpr (kPingPong)  // the last warpgroup lets the first one start
+      if (wg == kConsumers - 1) named_barrier_arrive(Barriers::kScheduler, 256);
+
+    float s[1][kNT][4];
+    u32 pa[kNT / 2][4];  // P as the A operand of P.V
+    PipelineState k_st = Pipeline::consumer_start(), v_st = Pipeline::consumer_start();
+    auto scores_to_p = [&](int n, float (&corr)[1][2]) {
+      const int n0 = n * Cfg::kBlockN;
+      if constexpr (Cfg::kSoftcap) softcap_scores(s, softcap_pre, p.softcap);
+      if (!vis.tile_visible(m0 + q_row0, m0 + wg_q1, n0, n0 + Cfg::kBlockN))
+        mask_scores<true>(s, vis, m0 + warp_row0, n0, lane);
+      ledger.fold(s, p.scale_log2, corr);
+    };
+
+    // The newest key tile: scores alone.
+    int n = n_end - 1;
+    scheduler_wait(wg);
+    k_pipe.consumer_wait(k_st);
+    wgmma_fence();
+    scores(s[0], s_k + k_st.index * Layout::KV::kBytes, q_row0);
+    scheduler_pass(wg, false);  // the tail's P.V is this warpgroup's last turn
+    wgmma_wait<0>();
+    wgmma_fence_operand(s);
+    k_pipe.consumer_release(k_st, leader);
+    k_st.advance(Cfg::kStages);
+    float corr[1][2];
+    scores_to_p(n, corr);  // o is zero: nothing to rescale
+    to_a(pa, s[0]);
+
+    // Steady state: the scores of tile n under the P.V of tile n + 1.
+    for (n = n_end - 2; n >= n_begin; --n) {
+      scheduler_wait(wg);
+      k_pipe.consumer_wait(k_st);
+      wgmma_fence();
+      scores(s[0], s_k + k_st.index * Layout::KV::kBytes, q_row0);
+      v_pipe.consumer_wait(v_st);
+      p_v(o[0], pa, s_v + v_st.index * Layout::KV::kBytes);
+      scheduler_pass(wg, false);
+      wgmma_wait<1>();
+      wgmma_fence_operand(s);
+      k_pipe.consumer_release(k_st, leader);
+      k_st.advance(Cfg::kStages);
+      scores_to_p(n, corr);
+      wgmma_wait<0>();
+      wgmma_fence_operand(o);
+      wgmma_fence_operand(pa);
+      v_pipe.consumer_release(v_st, leader);
+      v_st.advance(Cfg::kStages);
+      Ledger::rescale(o, corr);
+      to_a(pa, s[0]);
+    }
+
+    // The oldest tile's P.V.
+    scheduler_wait(wg);
+    v_pipe.consumer_wait(v_st);
+    wgmma_fence();
+    p_v(o[0], pa, s_v + v_st.index * Layout::KV::kBytes);
+    scheduler_pass(wg, true);
+    wgmma_wait<0>();
+    wgmma_fence_operand(o);
+    wgmma_fence_operand(pa);
+    v_pipe.consumer_release(v_st, leader);
+  }
+
+ private:
+  // Producer: key tile n into the ring's next stage (one TMA box per 64 columns; the full
+  // box's bytes, zero-filled rows past the sequence end included).
+  __device__ __forceinline__ void load_kv(const FlashTensorMap& map, const Pipeline& pipe, PipelineState& st, u32 ring,
+                                          int batch, int h_kv, int n) const {
+    const u32 bar = pipe.producer_acquire(st, Layout::KV::kBytes);
+    const u32 dst = ring + st.index * Layout::KV::kBytes;
+#pragma unroll
+    for (int cb = 0; cb < kColBlocks; ++cb)
+      tma_load_4d(dst + cb * Layout::KV::kBlockBytes, &map, bar, 64 * cb, n * Cfg::kBlockN, h_kv, batch);
+    st.advance(Cfg::kStages);
+  }
+
+  // Ping-pong: a warpgroup issues its products only in its turn, then hands the turn on.
+  // Each turn barrier joins two warpgroups (256 threads): the one waiting for its turn and
+  // the one handing it over. The last warpgroup skips its final hand-over, so every barrier
+  // phase completes exactly.
+  static __device__ __forceinline__ void scheduler_wait(int wg) {
+    if constexpr (kPingPong) named_barrier_sync(Barriers::kScheduler + wg, 256);
+  }
+  static __device__ __forceinline__ void scheduler_pass(int wg, bool last) {
+    if constexpr (kPingPong)
+      if (!(last && wg == kConsumers - 1))
+        named_barrier_arrive(Barriers::kScheduler + (wg + 1) % kConsumers, 256);
+  }
+
+  // S (64 x kBlockN) = Q rows q_row0.. . K^T, both K-major in shared memory; committed, not waited for.
+  __device__ __forceinline__ void scores(float (&s)[kNT][4], u32 k_tile, int q_row0) const {
+    using L = Layout;
+#pragma unroll
+    for (int kc = 0; kc < Cfg::kHeadDimPadded; kc += 16)
+      Wgmma<Cfg::kBlockN, Cfg::kIsBf16>::template ss<false, false>(
+          s, desc_k_major<typename L::Q>(s_q, q_row0, kc), desc_k_major<typename L::KV>(k_tile, 0, kc), kc > 0);
+    wgmma_commit();
+  }
+
+  // O += P.V with P in registers and V MN-major in shared memory; committed, not waited for.
+  static __device__ __forceinline__ void p_v(float (&o)[kDT][4], const u32 (&pa)[kNT / 2][4], u32 v_tile) {
+#pragma unroll
+    for (int kk = 0; kk < kNT / 2; ++kk)
+      Wgmma<Cfg::kHeadDimPadded, Cfg::kIsBf16>::template rs<true>(o, pa[kk],
+                                                                  desc_mn_major<typename Layout::KV>(v_tile, 16 * kk));
+    wgmma_commit();
+  }
+
+  // P rounded to 16 bits: a 16-column slice of the S fragment is the A fragment of a k-step.
+  static __device__ __forceinline__ void to_a(u32 (&pa)[kNT / 2][4], const float (&s)[kNT][4]) {
+#pragma unroll
+    for (int kk = 0; kk < kNT / 2; ++kk) c_to_a<Cfg::kIsBf16>(pa[kk], s, kk);
+  }
+};
+
+}  // namespace flash
