@@ -20,8 +20,6 @@ constexpr double kLabelBand = 28;    // strip captions, then CTA numbers above t
 constexpr double kPanelGap = 40;
 constexpr double kRowBlockWidth = 44;  // the strip of a row-block pass (bwd_preprocess, bwd_dq_convert)
 constexpr double kGlyph = 0.56;        // average glyph width / font size, for layout only
-// Beyond this many tiles per kernel the picture is a blur and the file tens of MB.
-constexpr long long kMaxTiles = 40000;
 
 struct Rgb {
   int r, g, b;
@@ -567,13 +565,7 @@ std::string gradient(const char* id, Ramp r) {
 std::string schedule_svg(const std::vector<PassSchedule>& passes, const ScheduleShape& shape) {
   shape.validate();
   if (passes.empty()) throw Error(Status::invalid_argument, "schedule_svg: passes is empty, expected at least one");
-  for (const PassSchedule& s : passes)
-    if (static_cast<long long>(s.q_tiles) * s.k_tiles > kMaxTiles)
-      throw Error(
-          Status::invalid_argument,
-          fmt::format("schedule of {}: {} x {} tiles for seqlen_q {} and seqlen_k {}, expected at most {} tiles "
-                      "per kernel to draw; use shorter sequences or larger tiles",
-                      s.spec.uri(), s.q_tiles, s.k_tiles, shape.seqlen_q, shape.seqlen_k, kMaxTiles));
+  // schedule_pass bounds every schedule to kMaxScheduleTiles tiles.
   const KernelSpec& first = passes.front().spec;
   Grid g = scaled_grid(shape);
 

@@ -173,6 +173,12 @@ PassSchedule schedule_pass(const KernelSpec& spec, const ScheduleShape& shape) {
   s.spec = spec;
   s.q_tiles = ceil_div(shape.seqlen_q, spec.block_m);
   s.k_tiles = ceil_div(shape.seqlen_k, spec.block_n);
+  // Before anything is allocated.
+  if (static_cast<long long>(s.q_tiles) * s.k_tiles > kMaxScheduleTiles)
+    throw Error(Status::invalid_argument,
+                fmt::format("schedule of {}: {} x {} tiles for seqlen_q {} and seqlen_k {}, expected at most {} tiles "
+                            "per kernel; use shorter sequences or larger tiles",
+                            spec.uri(), s.q_tiles, s.k_tiles, shape.seqlen_q, shape.seqlen_k, kMaxScheduleTiles));
   const HostVisibility vis(spec, shape);
   switch (spec.pass) {
     case Pass::fwd:

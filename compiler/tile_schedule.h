@@ -11,6 +11,10 @@
 
 namespace flashgen {
 
+// The most tiles (Q tiles x K/V tiles) one kernel's schedule holds: beyond it a picture of the
+// schedule is a blur and the file tens of MB, and its visit lists would take gigabytes.
+constexpr long long kMaxScheduleTiles = 40000;
+
 // The launch-time values a schedule depends on (a KernelSpec leaves them out).
 struct ScheduleShape {
   int seqlen_q = 0;

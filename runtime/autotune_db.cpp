@@ -27,10 +27,11 @@ nlohmann::json empty_doc() { return {{"format", kFormat}, {"devices", nlohmann::
 // The file's document, or an empty one when it is missing; `problem` says why a present
 // file was not usable.
 nlohmann::json read_doc(const fs::path& path, std::string& problem) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return empty_doc();
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  // By the cache directory's rules: a link, a FIFO or a huge file is refused, never followed or read whole.
+  constexpr std::size_t kMaxBytes = std::size_t{16} << 20;
+  const auto text = CacheDirectory(path.parent_path()).read_file(path.filename().string(), kMaxBytes, problem);
+  if (!text) return empty_doc();
+  nlohmann::json doc = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (!doc.is_object()) {
     problem = "not valid JSON";
     return empty_doc();

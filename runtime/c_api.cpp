@@ -182,11 +182,14 @@ void flashgen_tensor_contiguous(flashgen_tensor* t, void* data, flashgen_dtype d
   t->device = device;
   t->rank = rank;
   if (shape == nullptr || (rank != 3 && rank != 4)) return;  // zero sizes: the call using t rejects it
+  // A stride past int64 would wrap (to 0 for {4, 2^31, 2^31, 4}); INT64_MAX instead makes
+  // the call using t reject the view as spanning more than 2^63 bytes.
   std::int64_t stride = 1;
+  bool overflow = false;
   for (int i = rank - 1; i >= 0; --i) {
     t->shape[i] = shape[i];
-    t->stride[i] = stride;
-    stride *= shape[i];
+    t->stride[i] = overflow ? INT64_MAX : stride;
+    overflow = overflow || __builtin_mul_overflow(stride, shape[i], &stride);
   }
   if (rank == 3) t->shape[3] = t->stride[3] = 1;
 }
@@ -238,9 +241,16 @@ flashgen_status flashgen_tune(flashgen_runtime* runtime, const flashgen_tune_sha
     std::vector<flashgen::TuneShape> cpp;
     for (size_t i = 0; i < count; ++i) {
       const flashgen_tune_shape& c = shapes[i];
+      std::int32_t dtype = 0;  // read as an integer, as to_cpp does: any value may arrive
+      std::memcpy(&dtype, &c.dtype, sizeof dtype);
+      if (dtype != FLASHGEN_F32 && dtype != FLASHGEN_F16 && dtype != FLASHGEN_BF16)
+        throw flashgen::Error(flashgen::Status::invalid_argument,
+                              fmt::format("shapes[{}].dtype: is {}, expected FLASHGEN_F32 (0), FLASHGEN_F16 (1) or "
+                                          "FLASHGEN_BF16 (2)",
+                                          i, dtype));
       flashgen::TuneShape s;
       s.head_dim = c.head_dim;
-      s.dtype = static_cast<flashgen::DType>(c.dtype);
+      s.dtype = static_cast<flashgen::DType>(dtype);
       s.seqlen_q = c.seqlen_q;
       s.seqlen_k = c.seqlen_k;
       s.options = to_cpp(c.options);

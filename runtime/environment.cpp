@@ -3,8 +3,12 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cctype>
+#include <charconv>
 #include <cstdlib>
 #include <iostream>
 #include <sstream>
@@ -16,10 +20,16 @@ namespace flashgen {
 namespace {
 
 constexpr EnvVar kRegistry[] = {
-    {"FLASHGEN_CACHE_DIR", EnvEffect::neutral, "$XDG_CACHE_HOME/flashgen or ~/.cache/flashgen",
-     "directory of the on-disk kernel cache"},
+    {"FLASHGEN_CACHE_DIR", EnvEffect::neutral,
+     "$XDG_CACHE_HOME/flashgen, else ~/.cache/flashgen, else (no HOME) $TMPDIR/flashgen-cache-<uid>",
+     "directory of the on-disk kernel cache; created 0700, used only if it is this user's (or root's), "
+     "not a symbolic link and not writable by group or others"},
     {"FLASHGEN_DISABLE_DISK_CACHE", EnvEffect::neutral, "0",
-     "1: keep compiled kernels in memory only (no reads or writes of the cache directory)"},
+     "1/true/on/yes: keep compiled kernels in memory only (no reads or writes of the cache directory); "
+     "0/false/off/no: use it (any case)"},
+    {"FLASHGEN_CACHE_LOCK_TIMEOUT", EnvEffect::neutral, "60",
+     "seconds to wait for another process compiling the same kernel before compiling it in memory "
+     "(0: do not wait)"},
     {"FLASHGEN_DUMP_DIR", EnvEffect::neutral, "(unset)",
      "write every kernel compiled (source, PTX, cubin, log, resources) to this directory"},
     {"FLASHGEN_NVRTC_FLAGS", EnvEffect::invalidates_cache, "(unset)",
@@ -88,7 +98,9 @@ std::filesystem::path cache_dir_from_env() {
   if (auto dir = env_value("FLASHGEN_CACHE_DIR")) return *dir;
   if (auto xdg = raw_env("XDG_CACHE_HOME")) return std::filesystem::path(*xdg) / "flashgen";
   if (auto home = raw_env("HOME")) return std::filesystem::path(*home) / ".cache" / "flashgen";
-  return std::filesystem::temp_directory_path() / "flashgen-cache";
+  // The temp dir is shared by every user: one directory per user, created 0700 (and
+  // refused if someone else made it first).
+  return std::filesystem::temp_directory_path() / fmt::format("flashgen-cache-{}", ::geteuid());
 }
 
 std::optional<std::filesystem::path> dump_dir_from_env() {
@@ -128,14 +140,66 @@ const char* to_string(LogLevel level) {
 
 LogLevel log_level_from_env() {
   auto value = env_value("FLASHGEN_LOG_LEVEL");
+  if (!value) return LogLevel::warning;
   for (LogLevel level : {LogLevel::debug, LogLevel::info, LogLevel::warning, LogLevel::error})
-    if (value && *value == to_string(level)) return level;
-  return LogLevel::warning;
+    if (*value == to_string(level)) return level;
+  throw Error(Status::invalid_argument,
+              fmt::format("FLASHGEN_LOG_LEVEL: got '{}', expected debug, info, warning or error", *value));
 }
 
-bool disk_cache_disabled_by_env() {
-  auto value = env_value("FLASHGEN_DISABLE_DISK_CACHE");
-  return value && *value != "0" && *value != "false" && *value != "off";
+std::optional<bool> parse_bool(std::string_view text) {
+  std::string lower(text);
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  for (const char* yes : {"1", "true", "on", "yes"})
+    if (lower == yes) return true;
+  for (const char* no : {"0", "false", "off", "no"})
+    if (lower == no) return false;
+  return std::nullopt;
+}
+
+std::optional<bool> env_flag(std::string_view name) {
+  auto value = env_value(name);
+  if (!value) return std::nullopt;
+  if (auto b = parse_bool(*value)) return b;
+  throw Error(Status::invalid_argument,
+              fmt::format("{}: got '{}', expected 1, 0, true, false, on, off, yes or no (any case)", name, *value));
+}
+
+bool disk_cache_disabled_by_env() { return env_flag("FLASHGEN_DISABLE_DISK_CACHE").value_or(false); }
+
+std::chrono::milliseconds cache_lock_timeout_from_env() {
+  constexpr double kMaxSeconds = 24 * 3600;
+  auto value = env_value("FLASHGEN_CACHE_LOCK_TIMEOUT");
+  if (!value) return std::chrono::seconds(60);
+  double seconds = -1;
+  const char* end = value->data() + value->size();
+  const auto [ptr, ec] = std::from_chars(value->data(), end, seconds);
+  if (ec != std::errc() || ptr != end || !(seconds >= 0 && seconds <= kMaxSeconds))
+    throw Error(Status::invalid_argument,
+                fmt::format("FLASHGEN_CACHE_LOCK_TIMEOUT: got '{}', expected a number of seconds from 0 to {}",
+                            *value, kMaxSeconds));
+  return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000));
+}
+
+std::vector<std::string> environment_problems() {
+  std::vector<std::string> problems;
+  const auto check = [&](auto reader) {
+    try {
+      reader();
+    } catch (const Error& e) {
+      problems.emplace_back(e.what());
+    }
+  };
+  check(disk_cache_disabled_by_env);
+  check(autotune_policy_from_env);
+  check(log_level_from_env);
+  check(cache_lock_timeout_from_env);
+  return problems;
+}
+
+void validate_environment() {
+  const auto problems = environment_problems();
+  if (!problems.empty()) throw Error(Status::invalid_argument, fmt::format("{}", fmt::join(problems, "; ")));
 }
 
 std::vector<std::filesystem::path> tool_search_path() {

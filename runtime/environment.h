@@ -4,6 +4,7 @@
 // cache-neutral. Nothing else in flashgen calls getenv.
 #pragma once
 
+#include <chrono>
 #include <filesystem>
 #include <optional>
 #include <span>
@@ -41,19 +42,34 @@ std::vector<std::string> unknown_flashgen_variables();
 // only the first time it is called in a process.
 void warn_unknown_environment_once(const LogSink& log);
 
-// Typed readers.
-// $FLASHGEN_CACHE_DIR, else $XDG_CACHE_HOME/flashgen, else ~/.cache/flashgen
-// (or a temp-dir path when no home is known).
+// Typed readers. Each parses strictly and throws Error(invalid_argument) naming the
+// variable, its value and what is expected; validate_environment() runs them all.
+// $FLASHGEN_CACHE_DIR, else $XDG_CACHE_HOME/flashgen, else ~/.cache/flashgen, else (no
+// home known) $TMPDIR/flashgen-cache-<uid>.
 std::filesystem::path cache_dir_from_env();
 std::optional<std::filesystem::path> dump_dir_from_env();
 // FLASHGEN_NVRTC_FLAGS split on whitespace.
 std::vector<std::string> nvrtc_flags_from_env();
-// FLASHGEN_AUTOTUNE; throws Error(invalid_argument) for a value other than off|cached|startup|full.
+// FLASHGEN_AUTOTUNE: off|cached|startup|full.
 std::optional<AutotunePolicy> autotune_policy_from_env();
-// FLASHGEN_LOG_LEVEL (debug|info|warning|error), default warning; an unknown value gives warning.
+// FLASHGEN_LOG_LEVEL: debug|info|warning|error, default warning.
 LogLevel log_level_from_env();
-// FLASHGEN_DISABLE_DISK_CACHE set to anything but 0/false/off.
+// FLASHGEN_DISABLE_DISK_CACHE as a boolean (env_flag), default false.
 bool disk_cache_disabled_by_env();
+// FLASHGEN_CACHE_LOCK_TIMEOUT: seconds (fractions allowed) from 0 to a day, default 60.
+std::chrono::milliseconds cache_lock_timeout_from_env();
+
+// The one boolean syntax of every FLASHGEN_* switch: 1/0, true/false, on/off, yes/no in
+// any case; nullopt for anything else.
+std::optional<bool> parse_bool(std::string_view text);
+// A registered boolean variable: nullopt when unset; throws Error(invalid_argument) for a bad value.
+std::optional<bool> env_flag(std::string_view name);
+
+// What is wrong with the FLASHGEN_* values set (one message per bad variable), and the
+// same as one Error(invalid_argument): the runtime and every CLI command start with it,
+// so a bad value fails the same way everywhere.
+std::vector<std::string> environment_problems();
+void validate_environment();
 
 // The directories of $PATH, then the CUDA toolkit's bin directory: where `flashgen dump`
 // looks for nvdisasm/cuobjdump.

@@ -61,7 +61,10 @@ struct KernelCache::Impl {
   std::string environment;  // cache-invalidating variables, as read at construction
   std::string nvrtc;        // NVRTC version
   std::optional<std::filesystem::path> dump_dir;
+  std::chrono::milliseconds lock_timeout{0};  // FLASHGEN_CACHE_LOCK_TIMEOUT
 
+  std::once_flag root_checked;
+  std::atomic<bool> root_trusted{false};
   std::once_flag disk_checked;
   std::atomic<bool> disk_writable{false};
   std::atomic<bool> warned_memory_only{false};
@@ -116,6 +119,21 @@ struct KernelCache::Impl {
                                          disk.root().string(), why));
   }
 
+  // A directory that is a link, another user's or writable by others is not used at all:
+  // checked once, at the first disk access, and said once.
+  bool trusted() {
+    std::call_once(root_checked, [&] {
+      if (auto why = disk.root_problem()) {
+        log(LogLevel::warning, fmt::format("refusing the kernel cache: {}; kernels are compiled in memory for this "
+                                           "process only",
+                                           *why));
+      } else {
+        root_trusted = true;
+      }
+    });
+    return root_trusted;
+  }
+
   bool writable() {
     std::call_once(disk_checked, [&] {
       if (auto why = disk.prepare_for_writing())
@@ -126,37 +144,64 @@ struct KernelCache::Impl {
     return disk_writable;
   }
 
-  // The verified disk entry as a CompiledKernel, or nullopt (missing, or damaged: reported once).
+  // The verified disk entry as a CompiledKernel, or nullopt (missing; damaged or
+  // untrusted: reported once). `state` says which.
   std::optional<CompiledKernel> read_entry(const KernelSpec& spec, const GeneratedSource& src, const Slot& s,
-                                           bool& damage_reported) {
+                                           bool& damage_reported, EntryState& state) {
     CacheEntry entry;
     std::string problem;
-    EntryState state = disk.read(s.entry_name, s.key, entry, problem);
-    std::optional<CompiledKernel> k;
+    state = disk.read(s.entry_name, s.key, entry, problem);
     if (state == EntryState::valid) {
-      try {
-        k.emplace();
-        k->spec = spec;
-        k->kernel_name = entry.meta.value("kernel_name", src.kernel_name);
-        k->source = src.source;
-        k->cubin = std::move(entry.cubin);
-        k->log = entry.meta.value("log", "");
-        k->resources = resources_from_json(entry.meta.at("resources"));
-        k->compile_ms = entry.meta.value("compile_ms", 0.0);
-        k->from_disk_cache = true;
-      } catch (const nlohmann::json::exception& e) {
-        k.reset();
-        state = EntryState::corrupt;
-        problem = fmt::format("meta.json: {}", e.what());
+      ++disk_hits;
+      CompiledKernel k;
+      k.spec = spec;
+      k.kernel_name = std::move(entry.kernel_name);
+      k.source = src.source;
+      k.cubin = std::move(entry.cubin);
+      k.log = std::move(entry.log);
+      k.resources = entry.resources;
+      k.compile_ms = entry.compile_ms;
+      k.from_disk_cache = true;
+      return k;
+    }
+    if (state != EntryState::missing && !damage_reported) {
+      damage_reported = true;
+      if (state == EntryState::corrupt) {
+        ++corrupt_entries;
+        log(LogLevel::warning,
+            fmt::format("kernel cache entry {} is damaged ({}): recompiling it", s.entry_name, problem));
+      } else {
+        log(LogLevel::warning, fmt::format("refusing kernel cache entry {} ({}): compiling it in memory, the entry "
+                                           "is left alone",
+                                           s.entry_name, problem));
       }
     }
-    if (state == EntryState::corrupt && !damage_reported) {
-      damage_reported = true;
-      ++corrupt_entries;
-      log(LogLevel::warning, fmt::format("kernel cache entry {} is damaged ({}): recompiling it", s.entry_name, problem));
+    return std::nullopt;
+  }
+
+  // This process's hold on the entry's lock; nullopt (and compile in memory) when another
+  // process held it past lock_timeout or the lock cannot be used.
+  std::optional<FileLock> lock_entry(const KernelSpec& spec, const Slot& s) {
+    const std::string what = fmt::format("compiling {}", spec.uri());
+    const double seconds = lock_timeout.count() / 1000.0;
+    std::string holder = "another process";
+    LockRequest request{.purpose = what, .timeout = lock_timeout, .on_wait = [&](const std::string& h) {
+                          holder = h;
+                          log(LogLevel::info, fmt::format("kernel cache: waiting up to {:.1f} s for {} (lock {})",
+                                                          seconds, h, disk.lock_path(s.entry_name).string()));
+                        }};
+    try {
+      auto lock = disk.lock(s.entry_name, request);
+      if (!lock)
+        log(LogLevel::warning,
+            fmt::format("kernel cache: {} still holds {} after {:.1f} s (FLASHGEN_CACHE_LOCK_TIMEOUT): {} in memory "
+                        "without the cache",
+                        holder, disk.lock_path(s.entry_name).string(), seconds, what));
+      return lock;
+    } catch (const Error& e) {
+      memory_only(e.what());
+      return std::nullopt;
     }
-    if (k) ++disk_hits;
-    return k;
   }
 
   CompiledKernel compile_now(const KernelSpec& spec, const GeneratedSource& src, const Slot& s) {
@@ -205,29 +250,25 @@ struct KernelCache::Impl {
     const GeneratedSource src = source_for(spec);
     s.key = key_for(spec, src);
     s.entry_name = entry_name(spec, s.key);
-    if (!disk_enabled) {
+    if (!disk_enabled || !trusted()) {
       s.kernel = compile_now(spec, src, s);
       return;
     }
     bool damage_reported = false;
-    if (auto k = read_entry(spec, src, s, damage_reported)) {
+    EntryState state;
+    if (auto k = read_entry(spec, src, s, damage_reported, state)) {
       s.kernel = std::move(*k);
       return;
     }
     std::optional<FileLock> lock;
-    if (writable()) {
-      try {
-        lock.emplace(disk.lock(s.entry_name));
-      } catch (const Error& e) {
-        memory_only(e.what());
-      }
-    }
+    if (state != EntryState::untrusted && writable()) lock = lock_entry(spec, s);
     if (lock) {
       // Whoever held the lock before us may have just written the entry.
-      if (auto k = read_entry(spec, src, s, damage_reported)) {
+      if (auto k = read_entry(spec, src, s, damage_reported, state)) {
         s.kernel = std::move(*k);
         return;
       }
+      if (state == EntryState::untrusted) lock.reset();  // appeared meanwhile: left alone
     }
     s.kernel = compile_now(spec, src, s);
     if (lock) store(s.kernel, s);
@@ -260,6 +301,7 @@ KernelCache::KernelCache(std::filesystem::path dir) : KernelCache(options_for(st
 
 KernelCache::KernelCache(KernelCacheOptions options) : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
+  validate_environment();  // a bad FLASHGEN_* value fails here, as it fails every CLI command
   if (!options.log) options.log = default_log_sink();
   if (!options.generate) options.generate = generate_source;
   if (options.dir.empty()) options.dir = cache_dir_from_env();
@@ -269,6 +311,7 @@ KernelCache::KernelCache(KernelCacheOptions options) : impl_(std::make_unique<Im
   m.environment = cache_invalidating_environment();
   m.nvrtc = nvrtc_version();
   m.dump_dir = dump_dir_from_env();
+  m.lock_timeout = cache_lock_timeout_from_env();
   m.options = std::move(options);
   warn_unknown_environment_once(m.options.log);
 }

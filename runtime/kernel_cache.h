@@ -3,8 +3,10 @@
 //
 // Key = XXH3-128 of (generated source, NVRTC options, NVRTC version, arch,
 // flashgen version, cache-invalidating environment variables); no paths, no times.
-// Disk layout and atomicity: runtime/cache_directory.h. Cross-process: one flock per
-// key, so N processes asking for one kernel compile it once and the others load it.
+// Disk layout, atomicity and what is trusted: runtime/cache_directory.h. Cross-process:
+// one flock per key, so N processes asking for one kernel compile it once and the others
+// load it; a holder is waited for at most FLASHGEN_CACHE_LOCK_TIMEOUT, then the kernel is
+// compiled in memory.
 #pragma once
 
 #include <filesystem>

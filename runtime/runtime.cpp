@@ -97,6 +97,7 @@ struct Runtime::Impl {
 };
 
 Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<Impl>()) {
+  validate_environment();  // a bad FLASHGEN_* value fails creation, as it fails every CLI command
   if (!options.log)
     options.log = [](LogLevel level, const std::string& msg) {
       if (level >= LogLevel::warning) std::cerr << "flashgen: " << msg << "\n";

@@ -6,8 +6,12 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdint>
+#include <limits>
+#include <utility>
 #include <span>
 #include <string>
 #include <vector>
@@ -51,7 +55,8 @@ void check_span(const Arg& a) {
     overflow |= __builtin_add_overflow(last, step, &last);
   }
   std::int64_t bytes = 0;
-  overflow |= __builtin_mul_overflow(last + 1, static_cast<std::int64_t>(size_of(a.t.dtype)), &bytes);
+  overflow |= __builtin_add_overflow(last, std::int64_t{1}, &last);
+  overflow |= __builtin_mul_overflow(last, static_cast<std::int64_t>(size_of(a.t.dtype)), &bytes);
   if (overflow)
     fail(Status::invalid_argument, "{}: shape ({}) with strides ({}) spans more than 2^63 bytes, expected a view that fits in memory",
          a.name, fmt::join(a.shape(), ", "), fmt::join(a.stride(), ", "));
@@ -60,18 +65,21 @@ void check_span(const Arg& a) {
 // Everything a tensor must satisfy on its own.
 void check_view(const Arg& a) {
   const Tensor& t = a.t;
-  if (t.data == nullptr) fail(Status::invalid_argument, "{}: data is null, expected a pointer to the tensor's elements", a.name);
   if (t.rank != a.rank)
     fail(Status::invalid_argument, "{}: rank is {}, expected {} ({})", a.name, t.rank, a.rank,
          fmt::join(std::span(a.dims.data(), a.rank), ", "));
+  // Sizes before the pointer: an empty tensor (often with a null pointer) is named by the
+  // dimension that is empty.
+  for (int i = 0; i < a.rank; ++i)
+    if (t.shape[i] <= 0)
+      fail(Status::invalid_argument, "{}: shape[{}] ({}) is {}, expected > 0 (empty tensors are not supported)", a.name,
+           i, a.dims[i], t.shape[i]);
+  if (t.data == nullptr) fail(Status::invalid_argument, "{}: data is null, expected a pointer to the tensor's elements", a.name);
   if (!valid_dtype(t.dtype))
     fail(Status::invalid_argument, "{}: dtype is {}, expected fp32 (0), fp16 (1) or bf16 (2)", a.name,
          static_cast<int>(t.dtype));
   if (t.device < kCpu)
     fail(Status::invalid_argument, "{}: device is {}, expected -1 (CPU) or a CUDA device ordinal >= 0", a.name, t.device);
-  for (int i = 0; i < a.rank; ++i)
-    if (t.shape[i] <= 0)
-      fail(Status::invalid_argument, "{}: shape[{}] ({}) is {}, expected > 0", a.name, i, a.dims[i], t.shape[i]);
   for (int i = 0; i < a.rank; ++i)
     if (t.stride[i] < 0)
       fail(Status::invalid_argument, "{}: stride[{}] ({}) is {}, expected >= 0", a.name, i, a.dims[i], t.stride[i]);
@@ -86,6 +94,110 @@ void expect_shape(const Arg& a, const std::array<std::int64_t, 4>& want, const c
     if (a.t.shape[i] != want[i])
       fail(Status::invalid_argument, "{}: shape[{}] ({}) is {}, expected {} like {}", a.name, i, a.dims[i], a.t.shape[i],
            want[i], like);
+}
+
+// --- outputs must not share memory with the inputs or with each other -------------------
+
+// The bytes [lo, hi) a view touches (check_span has bounded them).
+struct ByteRange {
+  std::uintptr_t lo, hi;
+};
+ByteRange byte_range(const Arg& a) {
+  std::int64_t last = 0;
+  for (int i = 0; i < a.rank; ++i) last += (a.t.shape[i] - 1) * a.t.stride[i];
+  const std::uintptr_t lo = address(a.t.data);
+  return {lo, lo + static_cast<std::uintptr_t>((last + 1) * static_cast<std::int64_t>(size_of(a.t.dtype)))};
+}
+
+// Insertion sort of the first n (<= 4) entries (std::sort on a partly used std::array trips
+// GCC 12's -Warray-bounds).
+template <typename T, typename Less>
+void sort_first(std::array<T, 4>& a, int n, Less less) {
+  for (int i = 1; i < n; ++i)
+    for (int j = i; j > 0 && less(a[j], a[j - 1]); --j) std::swap(a[j], a[j - 1]);
+}
+
+// True when an output view would write some element twice: a zero stride on a dimension of
+// size > 1, or strides that, sorted, do not each clear the span of the smaller ones.
+bool writes_an_element_twice(const Arg& a) {
+  std::array<std::pair<std::int64_t, std::int64_t>, 4> dims{};  // (stride, size) of the size > 1 dimensions
+  int n = 0;
+  for (int i = 0; i < a.rank; ++i)
+    if (a.t.shape[i] > 1) dims[n++] = {a.t.stride[i], a.t.shape[i]};
+  sort_first(dims, n, [](const auto& x, const auto& y) { return x < y; });
+  std::int64_t span = 0;  // largest offset the smaller dimensions reach
+  for (int i = 0; i < n; ++i) {
+    if (dims[i].first <= span) return true;
+    span += (dims[i].second - 1) * dims[i].first;
+  }
+  return false;
+}
+
+// Whether sum_i delta_i * stride_i == d has a solution with lo_i <= delta_i <= hi_i, over
+// dimensions [0, n) sorted by decreasing stride. Exact while each level leaves at most a
+// few candidates (always so for the layouts attention uses); otherwise answers true.
+bool reachable(std::int64_t d, const std::array<std::int64_t, 4>& stride, const std::array<std::int64_t, 4>& lo,
+               const std::array<std::int64_t, 4>& hi, int level, int n) {
+  if (level == n) return d == 0;
+  std::int64_t rest_min = 0, rest_max = 0;  // what the smaller dimensions can add
+  for (int j = level + 1; j < n; ++j) rest_min += lo[j] * stride[j], rest_max += hi[j] * stride[j];
+  const std::int64_t s = stride[level];
+  // delta * s in [d - rest_max, d - rest_min]
+  auto floor_div = [](std::int64_t x, std::int64_t y) { return x / y - ((x % y != 0) && ((x < 0) != (y < 0))); };
+  const std::int64_t first = std::max(lo[level], -floor_div(-(d - rest_max), s));
+  const std::int64_t last = std::min(hi[level], floor_div(d - rest_min, s));
+  if (last - first > 4) return true;  // too many candidates to search: assume they meet
+  for (std::int64_t delta = first; delta <= last; ++delta)
+    if (reachable(d - delta * s, stride, lo, hi, level + 1, n)) return true;
+  return false;
+}
+
+// True when two views may share an element: their byte ranges meet and, where both have
+// the same strides and element size (interleaved views of one buffer, e.g. packed dq, dk,
+// dv), some element of one lies at an element of the other.
+bool may_overlap(const Arg& a, const Arg& b) {
+  const ByteRange ra = byte_range(a), rb = byte_range(b);
+  if (ra.hi <= rb.lo || rb.hi <= ra.lo) return false;
+  const std::int64_t elem = static_cast<std::int64_t>(size_of(a.t.dtype));
+  if (a.rank != b.rank || size_of(b.t.dtype) != size_of(a.t.dtype)) return true;
+  for (int i = 0; i < a.rank; ++i)
+    if (a.t.stride[i] != b.t.stride[i]) return true;
+  const std::int64_t bytes = static_cast<std::int64_t>(rb.lo) - static_cast<std::int64_t>(ra.lo);
+  if (bytes % elem != 0) return true;
+  // a's element ia meets b's element ib iff sum (ia - ib) * stride = bytes / elem.
+  std::array<std::int64_t, 4> stride{}, lo{}, hi{};
+  std::array<int, 4> order{};
+  int n = 0;
+  for (int i = 0; i < a.rank; ++i)
+    if (a.t.stride[i] != 0) order[n++] = i;
+  sort_first(order, n, [&](int x, int y) { return a.t.stride[x] > a.t.stride[y]; });
+  for (int j = 0; j < n; ++j) {
+    stride[j] = a.t.stride[order[j]];
+    lo[j] = -(b.t.shape[order[j]] - 1);
+    hi[j] = a.t.shape[order[j]] - 1;
+  }
+  return reachable(bytes / elem, stride, lo, hi, 0, n);
+}
+
+// Every output on its own, against every input, and against the outputs before it.
+void check_outputs_apart(const std::vector<Arg>& inputs, const std::vector<Arg>& outputs) {
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    const Arg& out = outputs[i];
+    if (writes_an_element_twice(out))
+      fail(Status::invalid_argument,
+           "{}: strides ({}) for shape ({}) put several elements at one address (a zero stride or interleaved "
+           "strides), expected every output element at an address of its own",
+           out.name, fmt::join(out.stride(), ", "), fmt::join(out.shape(), ", "));
+    auto apart = [&](const Arg& other) {
+      if (may_overlap(out, other))
+        fail(Status::invalid_argument,
+             "{}: shares memory with {} ({} at {}, {} at {}), expected outputs that overlap no input and no other "
+             "output",
+             out.name, other.name, out.name, fmt::ptr(out.t.data), other.name, fmt::ptr(other.t.data));
+    };
+    for (const Arg& in : inputs) apart(in);
+    for (std::size_t j = 0; j < i; ++j) apart(outputs[j]);
+  }
 }
 
 // lse is fp32 (batch, heads_q, seqlen_q), densely packed; strides of size-1 dimensions do not matter.
@@ -113,6 +225,16 @@ Problem geometry(const Arg& q, const Arg& k) {
   p.dtype = q.t.dtype;
   p.device = q.t.device;
   expect_shape(k, {p.batch, p.seqlen_k, p.heads_kv, p.head_dim}, "q");
+  // Zero strides let a view of any element count fit in memory; the backends count elements
+  // and tasks in int64.
+  for (const Arg* a : {&q, &k}) {
+    std::int64_t n = 1;
+    bool overflow = false;
+    for (int i = 0; i < 4; ++i) overflow |= __builtin_mul_overflow(n, a->t.shape[i], &n);
+    if (overflow)
+      fail(Status::invalid_argument, "{}: shape ({}) has more than 2^63 elements, expected a size that int64 counts",
+           a->name, fmt::join(a->shape(), ", "));
+  }
   if (p.heads_q % p.heads_kv != 0)
     fail(Status::invalid_argument,
          "k: shape[2] (heads_kv) is {}, expected a divisor of q's heads_q = {} (each kv head serves a group of query heads)",
@@ -160,6 +282,16 @@ void check_gpu_limits(const std::vector<Arg>& args, const Problem& p) {
     fail(Status::unsupported,
          "q: shape[3] (head_dim) is {} on {}, expected {}..{} for the GPU kernels (the CPU backend takes 1..{})", p.head_dim,
          dev, kGpuMinHeadDim, kGpuMaxHeadDim, kCpuMaxHeadDim);
+  // The kernels' grid: (tiles, heads, batch), y and z at most 65535; lengths are int32 on the device.
+  constexpr std::int64_t kGridYZ = 65535, kInt32 = std::numeric_limits<std::int32_t>::max();
+  if (p.heads_q > kGridYZ)
+    fail(Status::unsupported, "q: shape[2] (heads_q) is {} on {}, expected at most {} for the GPU kernels' grid", p.heads_q,
+         dev, kGridYZ);
+  if (p.batch > kGridYZ)
+    fail(Status::unsupported, "q: shape[0] (batch) is {} on {}, expected at most {} for the GPU kernels' grid", p.batch,
+         dev, kGridYZ);
+  for (const auto& [what, n] : {std::pair{"q: shape[1] (seqlen_q)", p.seqlen_q}, {"k: shape[1] (seqlen_k)", p.seqlen_k}})
+    if (n > kInt32) fail(Status::unsupported, "{} is {} on {}, expected at most 2^31 - 1 for the GPU kernels", what, n, dev);
   for (const Arg& a : args) {
     const bool rows = a.rank == 4;
     const std::size_t align = rows ? kGpuAlignmentBytes : sizeof(float);
@@ -193,7 +325,7 @@ void check_backend_limits(const std::vector<Arg>& args, const Problem& p) {
     check_gpu_limits(args, p);
 }
 
-void check_workspace(const BackwardArgs& args, const Problem& p) {
+void check_workspace(const BackwardArgs& args, const Problem& p, const std::vector<Arg>& tensors) {
   if (args.workspace == nullptr && args.workspace_bytes != 0)
     fail(Status::invalid_argument,
          "workspace: is null but workspace_bytes is {}, expected a buffer of that size (or workspace_bytes = 0 to let "
@@ -202,6 +334,16 @@ void check_workspace(const BackwardArgs& args, const Problem& p) {
   if (args.workspace != nullptr && args.workspace_bytes == 0)
     fail(Status::invalid_argument, "workspace_bytes: is 0 but workspace is {}, expected the buffer's size in bytes",
          fmt::ptr(args.workspace));
+  if (args.workspace != nullptr) {
+    const std::uintptr_t lo = address(args.workspace), hi = lo + args.workspace_bytes;
+    for (const Arg& a : tensors) {
+      const ByteRange r = byte_range(a);
+      if (r.lo < hi && lo < r.hi)
+        fail(Status::invalid_argument,
+             "workspace: [{}, +{} bytes) shares memory with {} (at {}), expected a buffer of its own", fmt::ptr(args.workspace),
+             args.workspace_bytes, a.name, fmt::ptr(a.t.data));
+    }
+  }
   if (args.workspace != nullptr && p.device != kCpu && address(args.workspace) % kGpuAlignmentBytes != 0)
     fail(Status::unsupported, "workspace: pointer {} is not {}-byte aligned, expected {}-byte alignment on {}",
          fmt::ptr(args.workspace), kGpuAlignmentBytes, kGpuAlignmentBytes, device_name(p.device));
@@ -224,6 +366,9 @@ Problem validate_forward(const ForwardArgs& args) {
     tensors.push_back(lse);
   }
   expect_like_q(tensors, p);
+  std::vector<Arg> outputs{o};
+  if (p.has_lse) outputs.push_back(lse);
+  check_outputs_apart({q, k, v}, outputs);
   p.options = resolve_options(args.options, p.head_dim);
   check_backend_limits(tensors, p);
   return p;
@@ -243,8 +388,9 @@ Problem validate_backward(const BackwardArgs& args) {
   check_lse(lse, p);  // backward recomputes P from lse: required
   tensors.push_back(lse);
   expect_like_q(tensors, p);
+  check_outputs_apart({q, k, v, o, dout, lse}, {dq, dk, dv});
   p.options = resolve_options(args.options, p.head_dim);
-  check_workspace(args, p);
+  check_workspace(args, p, tensors);
   check_backend_limits(tensors, p);
   return p;
 }

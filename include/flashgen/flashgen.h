@@ -90,6 +90,10 @@ typedef struct flashgen_attention_options {
   int32_t deterministic; /* nonzero: bitwise-reproducible gradients */
 } flashgen_attention_options;
 
+/* Outputs (o, lse; dq, dk, dv) must not share memory with any input or with each other, and
+ * every output element needs an address of its own (no zero or interleaving strides); views
+ * of one buffer that interleave without sharing elements (packed q/k/v, dq/dk/dv) are fine.
+ * Inputs may overlap and use zero strides. Violations: FLASHGEN_ERROR_INVALID_ARGUMENT. */
 typedef struct flashgen_forward_args {
   flashgen_tensor q, k, v, o, lse; /* lse.data may be NULL */
   flashgen_attention_options options;

@@ -52,6 +52,11 @@ struct AttentionOptions {
   bool deterministic = false;
 };
 
+// Outputs (o, lse; dq, dk, dv) must not share memory with any input or with each other, and
+// every output element needs an address of its own (no zero or interleaving strides);
+// views of one buffer that interleave without sharing elements (packed q/k/v, dq/dk/dv)
+// are fine. Inputs may overlap each other and use zero strides (broadcast). Violations are
+// Status::invalid_argument naming the tensors.
 struct ForwardArgs {
   Tensor q, k, v;  // inputs
   Tensor o;        // output, like q

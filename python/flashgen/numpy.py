@@ -5,7 +5,7 @@ Layout (DESIGN.md): q (batch, seqlen_q, heads_q, head_dim), k and v
 seqlen_q). dtypes float32 and float16, and bfloat16 where the ml_dtypes
 package provides it. Any strides are passed through; an input is copied only
 when flashgen cannot read it in place (last dimension not contiguous, negative
-or fractional strides).
+or fractional strides, or a byte order that is not the machine's, e.g. ">f4").
 """
 import ctypes
 
@@ -29,6 +29,8 @@ def _dtype_code(name, a):
 def _readable(a):
     """`a` as an array flashgen can read in place, copying only when it must."""
     a = np.asarray(a)
+    if not a.dtype.isnative:  # ">f4" on a little-endian machine: flashgen reads native floats
+        a = a.astype(a.dtype.newbyteorder("="))
     size = a.itemsize
     strides_ok = all(s >= 0 and s % size == 0 for s in a.strides)
     last_ok = a.ndim == 0 or a.shape[-1] <= 1 or a.strides[-1] == size

@@ -166,6 +166,15 @@ def _setup_context(ctx, inputs, output):
 def _gradients(ctx, dout, dlse):
     """The autograd formula of both registrations: gradients of (o, lse) -> gradients of the inputs."""
     q, k, v, o, lse = ctx.saved_tensors
+    # Grad mode is on in a backward only under create_graph=True: the gradients would have to
+    # be differentiable, and flashgen's are not (no second-order formula): refuse rather
+    # than return gradients whose own gradients are silently wrong.
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (q, k, v, dout, dlse)):
+        raise RuntimeError(
+            "flashgen.attention does not support double backward: its gradients are not differentiable "
+            "(backward with create_graph=True, torch.autograd.grad(..., create_graph=True) or functorch transforms "
+            "over them); use torch.nn.functional.scaled_dot_product_attention for higher-order gradients"
+        )
     if dout is not None:
         dq, dk, dv = backward_op(dout, q, k, v, o, lse, *ctx.options)
     else:

@@ -76,6 +76,18 @@ class ForwardTest(support.SeededTestCase):
         v = np.asfortranarray(self.randn((1, 13, 2, 16)))
         self.check("copied", np.float32, q, k, v, {"window_size": (4, 4)})
 
+    def test_big_endian_inputs_are_read_as_numbers(self):
+        # ">f4" / ">f2" arrays hold the same values in the other byte order: converted, not misread.
+        for dtype in (np.float32, np.float16):
+            with self.subTest(dtype=np.dtype(dtype).name):
+                q, k, v = self.qkv(1, 9, 12, 2, 1, 16, dtype=dtype)
+                swapped = [a.astype(a.dtype.newbyteorder(">")) for a in (q, k, v)]
+                o, lse = fgnp.attention_forward(*swapped, causal=True)
+                o_native, lse_native = fgnp.attention_forward(q, k, v, causal=True)
+                self.assertTrue(np.array_equal(o, o_native, equal_nan=True), self.where())
+                self.assertTrue(np.array_equal(lse, lse_native), self.where())
+                self.assertTrue(o.dtype.isnative)
+
     def test_inputs_are_not_modified(self):
         q, k, v = self.qkv(1, 9, 9, 2, 2, 16)
         before = [a.copy() for a in (q, k, v)]

@@ -189,6 +189,15 @@ class CpuTest(TorchTestCase):
         for t in (q, k, v):
             self.assertTrue(torch.isfinite(t.grad).all(), self.where())
 
+    def test_double_backward_is_refused(self):
+        q, k, v = (t.requires_grad_() for t in self.qkv(1, 7, 9, 2, 1, 16))
+        o = flashgen.attention(q, k, v, causal=True)
+        with self.assertRaisesRegex(RuntimeError, "does not support double backward"):
+            torch.autograd.grad(o.sum(), (q, k, v), create_graph=True)
+        o = flashgen.attention(q, k, v, causal=True)  # a first-order backward still runs
+        o.sum().backward()
+        self.assertTrue(torch.isfinite(q.grad).all(), self.where())
+
     def test_gradcheck_float32(self):
         # flashgen has no float64 (its C API takes fp32, fp16, bf16), so finite differences run
         # in float32. Central differences with eps 3e-3 on outputs of size ~1: fp32 rounding

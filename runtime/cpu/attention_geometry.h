@@ -12,6 +12,13 @@
 
 namespace flashgen::cpu {
 
+// The running max of a softmax row, NaN-propagating (std::max(m, NaN) would keep m): a NaN
+// logit makes the row's max, sum, lse and output NaN, as standard attention gives.
+template <typename Real>
+Real softmax_max(Real m, Real x) {
+  return std::isnan(x) || x > m ? x : m;
+}
+
 // Keys [begin, end) of one query row; empty when begin >= end.
 struct KeyRange {
   std::int64_t begin = 0, end = 0;

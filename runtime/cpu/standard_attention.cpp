@@ -51,7 +51,7 @@ HeadScores head_scores(const Problem& p, const AttentionGeometry& g, std::span<c
     double max = kNegInf;
     for (std::int64_t j = keys.begin; j < keys.end; ++j) {
       s[j] = g.logit(dot(&q[q_rows(b, i, hq)], &k[k_rows(b, j, hk)], p.head_dim));
-      max = std::max(max, s[j]);
+      max = softmax_max(max, s[j]);
     }
     double sum = 0;
     for (std::int64_t j = keys.begin; j < keys.end; ++j) sum += pr[j] = std::exp(s[j] - max);

@@ -58,11 +58,11 @@ struct ForwardTile {
         float tile_max = kNegInf;
         for (std::int64_t c = c0; c < c1; ++c) {
           s[c] = g.logit(s[c]);
-          tile_max = std::max(tile_max, s[c]);
+          tile_max = softmax_max(tile_max, s[c]);
         }
         // The ledger update: the old sum and accumulator were relative to the old max.
         float& row_max = m[r];
-        const float new_max = std::max(row_max, tile_max);
+        const float new_max = softmax_max(row_max, tile_max);
         const float rescale = std::exp(row_max - new_max);  // 0 while the row had seen no key
         float* o = &acc[r * dim];
         for (std::int64_t d = 0; d < dim; ++d) o[d] *= rescale;
@@ -78,14 +78,16 @@ struct ForwardTile {
       }
     }
 
-    // Normalise; a row that saw no key keeps l = 0: o = 0, lse = -inf.
+    // Normalise; a row that saw no key keeps l = 0: o = 0, lse = -inf. A NaN logit made l NaN:
+    // o and lse stay NaN.
     for (std::int64_t r = 0; r < rows; ++r) {
       const float sum = l[r];
-      const float inv = sum > 0 ? 1.0f / sum : 0.0f;
+      const bool empty = sum == 0.0f;
+      const float inv = empty ? 0.0f : 1.0f / sum;
       for (std::int64_t d = 0; d < dim; ++d) acc[r * dim + d] *= inv;
       if (args.lse.data != nullptr)
         static_cast<float*>(args.lse.data)[lse_index(args.lse, b, hq, row_begin + r)] =
-            sum > 0 ? m[r] + std::log(sum) : kNegInf;
+            empty ? kNegInf : m[r] + std::log(sum);
     }
     store_rows(args.o, b, hq, row_begin, rows, dim, acc.data());
   }

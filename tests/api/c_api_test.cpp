@@ -148,6 +148,30 @@ TEST_F(CApiCall, BadRankFromTensorContiguousIsRejectedByTheCall) {
   EXPECT_THAT(flashgen_last_error(), HasSubstr("q: rank is 5, expected 4"));
 }
 
+// Strides past int64 do not wrap (to 0 for {4, 2^31, 2^31, 4}, a view that would fit):
+// the call names the view as too large.
+TEST_F(CApiCall, TensorContiguousOverflowIsRejectedByTheCall) {
+  const AttentionCall call = factory_.make(random_cpu_geometry(random_.rng));
+  flashgen_forward_args args = to_c_forward(call);
+  const int64_t shape[] = {4, int64_t{1} << 31, int64_t{1} << 31, 4};
+  flashgen_tensor_contiguous(&args.q, call.q.data, FLASHGEN_F32, FLASHGEN_CPU, 4, shape);
+  EXPECT_NE(args.q.stride[0], 0);
+  EXPECT_EQ(flashgen_forward(runtime_, &args, nullptr), FLASHGEN_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(flashgen_last_error(), HasSubstr("q: shape (4, 2147483648, 2147483648, 4)"));
+}
+
+// A dtype outside the enum (an FFI caller's garbage) is named, not loaded into DType.
+TEST_F(CApiCall, TuneRejectsAnUnknownDtype) {
+  flashgen_tune_shape shape;
+  std::memset(&shape, 0, sizeof shape);
+  shape.head_dim = 64;
+  shape.seqlen_q = shape.seqlen_k = 128;
+  const std::int32_t garbage = 12345;
+  std::memcpy(&shape.dtype, &garbage, sizeof garbage);
+  EXPECT_EQ(flashgen_tune(runtime_, &shape, 1, 0), FLASHGEN_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(flashgen_last_error(), HasSubstr("shapes[0].dtype: is 12345"));
+}
+
 TEST(CApi, RuntimeCreateRejectsNullOut) {
   EXPECT_EQ(flashgen_runtime_create(nullptr, nullptr), FLASHGEN_ERROR_INVALID_ARGUMENT);
   EXPECT_THAT(flashgen_last_error(), HasSubstr("out: is null"));

@@ -13,8 +13,15 @@ constexpr Status kUnsupported = Status::unsupported;
 
 std::array<Tensor*, 8> rank4_tensors(AttentionCall& c) { return {&c.q, &c.k, &c.v, &c.o, &c.dout, &c.dq, &c.dk, &c.dv}; }
 
+// A head dim the tensors' memory does not hold: strides stay contiguous and the views move
+// to addresses 64 GiB apart (so that no two overlap); they are only validated, never read.
 void set_head_dim(AttentionCall& c, std::int64_t d) {
-  for (Tensor* t : rank4_tensors(c)) t->shape[3] = d;
+  std::uintptr_t address = std::uintptr_t{1} << 44;
+  for (Tensor* t : rank4_tensors(c)) {
+    t->shape[3] = d;
+    t->stride = {t->shape[1] * t->shape[2] * d, t->shape[2] * d, d, 1};
+    t->data = reinterpret_cast<void*>(address += std::uintptr_t{1} << 36);
+  }
 }
 
 void set_dtype(AttentionCall& c, DType d) {
@@ -173,7 +180,7 @@ const std::vector<RejectionCase>& rejection_cases() {
          return fmt::format("dq: stride[0] (batch) is {} elements, expected a multiple of 8", c.dq.stride[0]);
        }},
       {"gpu_workspace_misaligned", kBackward, B::device, kUnsupported, [](AttentionCall& c) {
-         c.workspace = offset_bytes(c.q.data, 8);
+         c.workspace = reinterpret_cast<void*>((std::uintptr_t{1} << 46) + 8);  // apart from every tensor
          c.workspace_bytes = 1024;
          return fmt::format("workspace: pointer {} is not 16-byte aligned", fmt::ptr(c.workspace));
        }},
@@ -222,7 +229,46 @@ const std::vector<RejectionCase>& rejection_cases() {
          return "options.softcap: is inf, expected a finite value >= 0";
        }},
 
+      // Outputs that share memory with an input or with each other (issue 17).
+      {"o_is_k", kForward, B::cpu, kInvalid, [](AttentionCall& c) -> std::string {
+         c.o.data = c.k.data;  // o may reach past k's buffer into another input's: the first one met is named
+         return "o: shares memory with ";
+       }},
+      {"dk_is_v", kBackward, B::cpu, kInvalid, [](AttentionCall& c) -> std::string {
+         c.dk = c.v;
+         return "dk: shares memory with v";
+       }},
+      {"dk_inside_dq", kBackward, B::cpu, kInvalid, [](AttentionCall& c) -> std::string {
+         c.dk.data = c.dq.data;
+         return "dk: shares memory with ";  // dk may reach past dq into another buffer
+       }},
+      {"lse_inside_o", kForward, B::cpu, kInvalid, [](AttentionCall& c) -> std::string {
+         c.lse.data = c.o.data;
+         return "lse: shares memory with ";  // lse may reach past o into another buffer
+       }},
+      {"o_batch_stride_zero", kForward, B::cpu, kInvalid, [](AttentionCall& c) -> std::string {
+         c.o.stride[0] = 0;  // batch >= 2: two batches write one place
+         return "o: strides (0, ";
+       }},
+      {"dv_rows_interleave", kBackward, B::cpu, kInvalid, [](AttentionCall& c) -> std::string {
+         c.dv.stride[0] -= 1;  // batch >= 2: batch 1 starts on batch 0's last element
+         return "put several elements at one address";
+       }},
+      {"q_elements_overflow_int64", kBoth, B::cpu, kInvalid, [](AttentionCall& c) -> std::string {
+         for (Tensor* t : {&c.q, &c.o, &c.dout, &c.dq}) {  // 2^32 x 2^32 rows of zero stride: tiny span
+           t->shape[0] = t->shape[1] = std::int64_t{1} << 32;
+           t->stride[0] = t->stride[1] = 0;
+         }
+         for (Tensor* t : {&c.k, &c.v, &c.dk, &c.dv}) t->shape[0] = std::int64_t{1} << 32;
+         return "q: shape (4294967296, 4294967296, ";
+       }},
+
       // Workspace.
+      {"workspace_overlaps_q", kBackward, B::cpu, kInvalid, [](AttentionCall& c) -> std::string {
+         c.workspace = c.q.data;
+         c.workspace_bytes = 64;
+         return "workspace: [";
+       }},
       {"workspace_null_with_bytes", kBackward, B::cpu, kInvalid, [](AttentionCall& c) -> std::string {
          c.workspace_bytes = 4096;
          return "workspace: is null but workspace_bytes is 4096";

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "attention_call.h"
 #include "runtime/validate.h"
@@ -103,8 +104,11 @@ TEST_F(ValidateTest, CausalSetsWindowRightToZero) {
 TEST_F(ValidateTest, CpuTakesPaddedAndBroadcastStrides) {
   AttentionCall call = cpu_call();
   const Geometry& g = call.geometry;
-  // q rows padded to a larger head stride; k/v shared across the batch (stride 0).
+  // q rows padded to a larger head stride (in a buffer of its own that holds them); k/v
+  // shared across the batch (stride 0).
   call.q.stride = {g.seqlen_q * g.heads_q * (g.head_dim + 5), g.heads_q * (g.head_dim + 5), g.head_dim + 5, 1};
+  std::vector<std::uint64_t> padded_q(static_cast<std::size_t>(g.batch * call.q.stride[0] * 4 / 8 + 1));
+  call.q.data = padded_q.data();
   call.k.stride[0] = 0;
   call.v.stride[0] = 0;
   EXPECT_NO_THROW(validate_forward(call.forward()));

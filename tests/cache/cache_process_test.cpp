@@ -9,9 +9,11 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <fstream>
 #include <set>
 
 #include "runtime/cuda_driver.h"
+#include "runtime/environment.h"
 #include "runtime/file_lock.h"
 #include "runtime/kernel_cache.h"
 #include "runtime/kernel_json.h"
@@ -135,6 +137,49 @@ TEST(KernelCacheProcesses, KilledLockOwnerDoesNotBlockOthers) {
   EXPECT_FALSE(k.from_disk_cache);
   EXPECT_EQ(cache.stats().compiles, 1);
   EXPECT_TRUE(fs::exists(cache.entry_dir(spec) / "kernel.cubin"));
+}
+
+// A live holder is waited for with a bound and a message naming it; then the kernel is
+// compiled in memory. (It used to block forever.)
+TEST(KernelCacheProcesses, LockHeldByALiveProcessIsWaitedForThenCompiledInMemory) {
+  ScratchDir cache_dir, outputs;
+  testing_support::ScopedEnv timeout("FLASHGEN_CACHE_LOCK_TIMEOUT", "0.3");
+  const KernelSpec spec;
+  const fs::path log_file = outputs.path() / "log";
+  KernelCacheOptions options;
+  options.dir = cache_dir.path();
+  options.generate = [](const KernelSpec& s) { return tiny_kernel(s); };
+  options.log = [&](LogLevel level, const std::string& m) {
+    std::ofstream(log_file, std::ios::app) << to_string(level) << ": " << m << "\n";
+  };
+  KernelCache cache(options);
+  const fs::path lock = cache.lock_path(spec);
+  fs::create_directories(lock.parent_path());
+
+  Pipe ready;
+  const pid_t owner = spawn_helper({"hold", lock.string(), std::to_string(ready.write_end), "compiling " + spec.uri()},
+                                   outputs.path() / "hold", {ready.read_end});
+  close(ready.write_end);
+  char byte;
+  ASSERT_EQ(read(ready.read_end, &byte, 1), 1) << "the lock owner did not start";
+  close(ready.read_end);
+
+  const int code = testing_support::run_bounded(30, [&] {
+    const CompiledKernel& k = cache.get(spec);
+    const bool ok = !k.cubin.empty() && !k.from_disk_cache && cache.stats().compiles == 1 &&
+                    !fs::exists(cache.entry_dir(spec));
+    return ok ? 0 : 1;
+  });
+  kill(owner, SIGKILL);
+  exit_code(owner);
+  ASSERT_NE(code, -1) << "get() blocked on a lock held by a live process";
+  EXPECT_EQ(code, 0) << "expected an in-memory compile that leaves the entry to the holder";
+  const std::string log = read_bytes(log_file);
+  EXPECT_THAT(log, HasSubstr(fmt::format("info: kernel cache: waiting up to 0.3 s for process {} compiling {}", owner,
+                                         spec.uri())));
+  EXPECT_THAT(log, HasSubstr(fmt::format("warning: kernel cache: process {} compiling {} still holds", owner,
+                                         spec.uri())));
+  EXPECT_THAT(log, HasSubstr("compiling " + spec.uri() + " in memory without the cache"));
 }
 
 // Runs `scenario` in a child process that cannot write `dir`: as root, the child

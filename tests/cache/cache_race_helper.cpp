@@ -2,8 +2,9 @@
 //   cache_race_helper race <cache dir> <ready fd> <go fd>
 //       says ready, waits until <go fd> closes, gets the tiny kernel of the default
 //       spec, prints "compiles=N disk_hits=N bytes=N xxh3=HEX".
-//   cache_race_helper hold <lock file> <ready fd>
-//       takes the lock, says ready, then sleeps until killed.
+//   cache_race_helper hold <lock file> <ready fd> [purpose]
+//       takes the lock (noting `purpose` in it for waiters), says ready, then sleeps until killed.
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -45,8 +46,10 @@ int race(const char* dir, int ready_fd, int go_fd) {
   return 0;
 }
 
-int hold(const char* lock_path, int ready_fd) {
-  flashgen::FileLock lock = flashgen::FileLock::acquire(lock_path);
+int hold(const std::filesystem::path& lock_path, int ready_fd, const char* purpose) {
+  const int dir = open(lock_path.parent_path().c_str(), O_RDONLY | O_DIRECTORY);
+  auto lock = flashgen::FileLock::acquire(dir, lock_path.filename().string(), flashgen::LockRequest{.purpose = purpose},
+                                          lock_path.string());
   say_ready(ready_fd);
   for (;;) pause();
 }
@@ -57,8 +60,10 @@ int main(int argc, char** argv) {
   try {
     const std::string mode = argc > 1 ? argv[1] : "";
     if (mode == "race" && argc == 5) return race(argv[2], std::atoi(argv[3]), std::atoi(argv[4]));
-    if (mode == "hold" && argc == 4) return hold(argv[2], std::atoi(argv[3]));
-    std::fprintf(stderr, "usage: %s race <dir> <ready fd> <go fd> | hold <lock file> <ready fd>\n", argv[0]);
+    if (mode == "hold" && (argc == 4 || argc == 5))
+      return hold(argv[2], std::atoi(argv[3]), argc == 5 ? argv[4] : "holding it");
+    std::fprintf(stderr, "usage: %s race <dir> <ready fd> <go fd> | hold <lock file> <ready fd> [purpose]\n",
+                 argv[0]);
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "cache_race_helper: %s\n", e.what());

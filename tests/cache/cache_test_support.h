@@ -3,13 +3,21 @@
 #pragma once
 
 #include <fmt/format.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "compiler/codegen.h"
 #include "compiler/kernel_spec.h"
@@ -83,6 +91,35 @@ inline std::string read_bytes(const std::filesystem::path& path) {
 inline void write_bytes(const std::filesystem::path& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << bytes;
+}
+
+// Runs `body` in a child process killed after `seconds`, so that code which would block
+// (a FIFO, a held lock) fails the test instead of hanging it. The child reports failures
+// on stderr and through its exit code; -1: it had to be killed.
+inline int run_bounded(double seconds, const std::function<int()>& body) {
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    int code = 1;
+    try {
+      code = body();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "bounded child threw: %s\n", e.what());
+    }
+    std::fflush(nullptr);
+    _exit(code);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  int status = 0;
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 }  // namespace flashgen::testing_support

@@ -24,7 +24,8 @@ TEST(Environment, RegistryDeclaresEveryKnobOnceWithItsEffect) {
   }
   EXPECT_EQ(names, (std::set<std::string>{"FLASHGEN_CACHE_DIR", "FLASHGEN_DUMP_DIR", "FLASHGEN_AUTOTUNE",
                                           "FLASHGEN_NVRTC_FLAGS", "FLASHGEN_LOG_LEVEL",
-                                          "FLASHGEN_DISABLE_DISK_CACHE", "FLASHGEN_LIBRARY"}));
+                                          "FLASHGEN_DISABLE_DISK_CACHE", "FLASHGEN_LIBRARY",
+                                          "FLASHGEN_CACHE_LOCK_TIMEOUT"}));
 }
 
 TEST(Environment, ReadingAnUnregisteredNameIsAnInternalError) {
@@ -96,15 +97,66 @@ TEST(Environment, LogLevelAndDiskSwitch) {
     EXPECT_EQ(log_level_from_env(), LogLevel::debug);
   }
   {
-    ScopedEnv level("FLASHGEN_LOG_LEVEL", "loud");
+    ScopedEnv level("FLASHGEN_LOG_LEVEL", std::nullopt);
     EXPECT_EQ(log_level_from_env(), LogLevel::warning);
   }
-  for (const char* off : {"0", "false", "off"}) {
+  {
+    ScopedEnv level("FLASHGEN_LOG_LEVEL", "loud");
+    EXPECT_THROW(log_level_from_env(), Error) << "a bad level must not be ignored";
+  }
+  for (const char* off : {"0", "false", "off", "no", "FALSE", "Off", "NO"}) {
     ScopedEnv disk("FLASHGEN_DISABLE_DISK_CACHE", off);
     EXPECT_FALSE(disk_cache_disabled_by_env()) << off;
   }
-  ScopedEnv disk("FLASHGEN_DISABLE_DISK_CACHE", "1");
-  EXPECT_TRUE(disk_cache_disabled_by_env());
+  for (const char* on : {"1", "true", "on", "yes", "TRUE", "On", "Yes"}) {
+    ScopedEnv disk("FLASHGEN_DISABLE_DISK_CACHE", on);
+    EXPECT_TRUE(disk_cache_disabled_by_env()) << on;
+  }
+}
+
+TEST(Environment, BooleansParseStrictlyInOnePlace) {
+  for (const char* bad : {"", "2", "y", "n", "enabled", "truee", " 1", "0x1", "-1"}) {
+    EXPECT_EQ(parse_bool(bad), std::nullopt) << "'" << bad << "'";
+  }
+  ScopedEnv disk("FLASHGEN_DISABLE_DISK_CACHE", "maybe");
+  try {
+    disk_cache_disabled_by_env();
+    FAIL() << "maybe accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), Status::invalid_argument);
+    EXPECT_THAT(e.what(), HasSubstr("FLASHGEN_DISABLE_DISK_CACHE: got 'maybe', expected 1, 0, true, false, on, off, "
+                                    "yes or no (any case)"));
+  }
+}
+
+TEST(Environment, LockTimeoutIsSecondsWithASaneDefault) {
+  {
+    ScopedEnv unset("FLASHGEN_CACHE_LOCK_TIMEOUT", std::nullopt);
+    EXPECT_EQ(cache_lock_timeout_from_env(), std::chrono::seconds(60));
+  }
+  {
+    ScopedEnv small("FLASHGEN_CACHE_LOCK_TIMEOUT", "0.25");
+    EXPECT_EQ(cache_lock_timeout_from_env(), std::chrono::milliseconds(250));
+  }
+  for (const char* bad : {"-1", "soon", "inf", "nan", "1e9", "5s"}) {
+    ScopedEnv env("FLASHGEN_CACHE_LOCK_TIMEOUT", bad);
+    EXPECT_THROW(cache_lock_timeout_from_env(), Error) << bad;
+  }
+}
+
+TEST(Environment, EveryBadValueIsListedAndFailsValidation) {
+  ScopedEnv level("FLASHGEN_LOG_LEVEL", "loud"), autotune("FLASHGEN_AUTOTUNE", "bogus"),
+      disk("FLASHGEN_DISABLE_DISK_CACHE", "maybe");
+  EXPECT_EQ(environment_problems().size(), 3u);
+  try {
+    validate_environment();
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), Status::invalid_argument);
+    EXPECT_THAT(e.what(), HasSubstr("FLASHGEN_LOG_LEVEL: got 'loud'"));
+    EXPECT_THAT(e.what(), HasSubstr("FLASHGEN_AUTOTUNE: got 'bogus'"));
+    EXPECT_THAT(e.what(), HasSubstr("FLASHGEN_DISABLE_DISK_CACHE: got 'maybe'"));
+  }
 }
 
 TEST(Environment, UnknownVariablesAreWarnedAboutOncePerProcess) {

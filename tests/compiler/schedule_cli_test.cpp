@@ -127,6 +127,11 @@ TEST_F(ScheduleCli, FailsClearlyOnBadOptions) {
   expect_rejected(fmt::format("--emit schedule,source --seqlen-q 100 --out '{}/x.svg'", dir_.string()),
                   {"--out", ".svg"});
   expect_rejected("--emit schedule --seqlen-q 100 --block-m 100 --pass fwd", {"block_m"});
+  // Refused before anything is allocated (this once grew to 23.6 GB).
+  expect_rejected("--emit schedule --seqlen-q 100000000", {"tiles", "expected at most 40000"});
+  expect_rejected("--emit source --pass all --seqlen 0", {"--seqlen", "got 0"});
+  expect_rejected("--emit source --pass all --seqlen=-1", {"--seqlen", "got -1"});
+  expect_rejected("--emit source --pass fwd --softcap inf", {"--softcap", "'inf'"});
   EXPECT_FALSE(fs::exists(dir_ / "x.svg"));
 }
 

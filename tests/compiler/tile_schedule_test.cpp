@@ -186,6 +186,21 @@ TEST(TileSchedule, RowBlockPassesCoverThePaddedRows) {
   EXPECT_TRUE(s.states.empty());
 }
 
+// 10^8 x 10^8 would be 6 x 10^11 tile visits: refused by the tile count, before allocating.
+TEST(TileSchedule, RejectsMoreTilesThanTheLimitBeforeAllocating) {
+  KernelSpec spec;
+  ScheduleShape shape;
+  shape.seqlen_q = shape.seqlen_k = 100000000;
+  try {
+    schedule_pass(spec, shape);
+    FAIL() << "10^8 x 10^8 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(fmt::format("expected at most {} tiles", kMaxScheduleTiles)),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(TileSchedule, RejectsShapesOutOfRange) {
   KernelSpec spec;
   ScheduleShape shape;

@@ -152,6 +152,50 @@ const NamedCase kCases[] = {
 INSTANTIATE_TEST_SUITE_P(Shapes, TiledVsStandard, testing::ValuesIn(kCases),
                          [](const testing::TestParamInfo<NamedCase>& info) { return std::string(info.param.name); });
 
+// A NaN in q (one element of one query row) or in k (one key) propagates as standard
+// attention propagates it: to o and lse of every row that sees it and to every gradient
+// that sums over such a row; rows that do not see it stay finite, and a row that sees no
+// key keeps o = 0, lse = -inf, zero gradients. Both CPU backends.
+TEST(TiledAttention, NanPropagatesLikeStandardAttention) {
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(testing::Message() << "seed " << seed);
+  for (Backend backend : {Backend::tiled, Backend::standard})
+    for (bool nan_in_q : {true, false}) {
+      SCOPED_TRACE(testing::Message() << (backend == Backend::tiled ? "tiled" : "standard")
+                                      << (nan_in_q ? ", NaN in q row 5" : ", NaN in k row 7"));
+      std::mt19937_64 rng(seed);
+      // Causal over 20 queries, 12 keys: bottom-right aligned, queries 0..7 see no key.
+      const Case c = make({1, 20, 12, 1, 1, 32}, true);
+      Tensors t(c, rng);
+      const std::int64_t dim = c.shape.head_dim;
+      std::vector<double> x = read(nan_in_q ? t.q : t.k);
+      x[(nan_in_q ? 13 : 7) * dim + 3] = NAN;  // query 13 (sees keys 0..5) or key 7
+      write(nan_in_q ? t.q : t.k, x);
+      run_forward(backend, c, t);
+      run_backward(backend, c, t);
+      const std::vector<double> lse = read(t.lse), o = read(t.o), dq = read(t.dq), dk = read(t.dk), dv = read(t.dv);
+      for (std::int64_t i = 0; i < 20; ++i) {
+        // Query i sees keys 0..i-8; with the NaN in key 7, queries 15.. see it.
+        const bool empty = i < 8, poisoned = nan_in_q ? i == 13 : i >= 15;
+        SCOPED_TRACE(testing::Message() << "query " << i);
+        if (empty) {
+          EXPECT_EQ(lse[i], -INFINITY);
+          EXPECT_EQ(o[i * dim], 0.0);
+          EXPECT_EQ(dq[i * dim], 0.0);
+        } else {
+          EXPECT_EQ(std::isnan(lse[i]), poisoned) << lse[i];
+          EXPECT_EQ(std::isnan(o[i * dim]), poisoned) << o[i * dim];
+        }
+      }
+      // Every key a poisoned row sees gets NaN gradients (dK, dV sum over the rows).
+      for (std::int64_t j = 0; j < 12; ++j) {
+        const bool poisoned = nan_in_q ? j <= 5 : true;  // key j is seen by queries j+8..19, including 15..
+        EXPECT_EQ(std::isnan(dv[j * dim]), poisoned) << "dv of key " << j;
+        EXPECT_EQ(std::isnan(dk[j * dim + 1]), poisoned) << "dk of key " << j;
+      }
+    }
+}
+
 TEST(TiledAttention, ResultsDoNotDependOnTheNumberOfThreads) {
   const std::uint64_t seed = fresh_seed();
   SCOPED_TRACE(testing::Message() << "seed " << seed);

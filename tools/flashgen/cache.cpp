@@ -2,10 +2,13 @@
 // variables flashgen reads.
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <iostream>
+#include <string_view>
 
 #include "runtime/cache_directory.h"
 #include "runtime/environment.h"
+#include "runtime/kernel_json.h"
 #include "tools/flashgen/commands.h"
 
 namespace flashgen::cli {
@@ -21,19 +24,32 @@ std::string size_text(std::uintmax_t bytes) {
   return fmt::format("{} B", bytes);
 }
 
+const char* state_text(EntryState state) {
+  switch (state) {
+    case EntryState::valid: return "ok";
+    case EntryState::corrupt: return "damaged";
+    case EntryState::untrusted: return "refused";
+    case EntryState::missing: break;
+  }
+  return "missing";
+}
+
 void stats(const std::string& dir) {
   const CacheDirectory cache(cache_root(dir));
   const auto entries = cache.list();
   std::uintmax_t bytes = 0;
-  size_t damaged = 0;
+  size_t damaged = 0, refused = 0;
   double compile_ms = 0;
   for (const EntryInfo& e : entries) {
     bytes += e.bytes;
-    if (e.state != EntryState::valid) ++damaged;
-    if (e.meta.is_object()) compile_ms += e.meta.value("compile_ms", 0.0);
+    if (e.state == EntryState::corrupt) ++damaged;
+    if (e.state == EntryState::untrusted) ++refused;
+    if (e.state == EntryState::valid) compile_ms += e.meta["compile_ms"].get<double>();  // typed by list()
   }
   std::cout << fmt::format("cache directory  {}\n", cache.root().string());
-  std::cout << fmt::format("entries          {} ({} damaged: recompiled on next use)\n", entries.size(), damaged);
+  std::cout << fmt::format("entries          {} ({} damaged: recompiled on next use; {} refused: links or not "
+                           "this user's, left alone)\n",
+                           entries.size(), damaged, refused);
   std::cout << fmt::format("size             {}\n", size_text(bytes));
   std::cout << fmt::format("compile time     {:.1f} s (NVRTC time the cached kernels took)\n", compile_ms / 1000.0);
   if (disk_cache_disabled_by_env())
@@ -50,33 +66,41 @@ void ls(const std::string& dir) {
   std::cout << fmt::format("{:<60} {:>10} {:>5} {:>7} {:>9}  {}\n", "entry", "size", "regs", "spills", "compile",
                            "state");
   for (const EntryInfo& e : entries) {
-    int registers = 0, spills = 0;
-    double ms = 0;
-    if (e.meta.is_object() && e.meta.contains("resources") && e.meta["resources"].is_object()) {
-      registers = e.meta["resources"].value("registers", 0);
-      spills = e.meta["resources"].value("spill_stores_bytes", 0) + e.meta["resources"].value("spill_loads_bytes", 0);
-      ms = e.meta.value("compile_ms", 0.0);
+    if (e.state != EntryState::valid) {  // one entry's damage never stops the listing
+      std::cout << fmt::format("{:<60} {:>10} {:>5} {:>7} {:>9}  {}: {}\n", e.name, size_text(e.bytes), "-", "-", "-",
+                               state_text(e.state), e.problem);
+      continue;
     }
-    std::cout << fmt::format("{:<60} {:>10} {:>5} {:>7} {:>7.0f}ms  {}\n", e.name, size_text(e.bytes), registers,
-                             spills, ms, e.state == EntryState::valid ? "ok" : "damaged: " + e.problem);
+    const KernelResources r = resources_from_json(e.meta["resources"]);  // typed by list()
+    const std::int64_t spills = std::int64_t{r.spill_stores} + r.spill_loads;
+    std::cout << fmt::format("{:<60} {:>10} {:>5} {:>7} {:>7.0f}ms  ok\n", e.name, size_text(e.bytes), r.registers,
+                             spills, e.meta["compile_ms"].get<double>());
   }
 }
 
 void clear(const std::string& dir) {
   const CacheDirectory cache(cache_root(dir));
-  const size_t removed = cache.clear();
-  std::cout << fmt::format("removed {} kernel{} from {}\n", removed, removed == 1 ? "" : "s", cache.root().string());
+  const ClearReport report = cache.clear();
+  const size_t others = report.removed.size() - report.entries;
+  std::cout << fmt::format("removed {} kernel{} and {} temporary or lock file{} from {}\n", report.entries,
+                           report.entries == 1 ? "" : "s", others, others == 1 ? "" : "s", cache.root().string());
+  for (const auto& [path, why] : report.skipped) std::cout << fmt::format("skipped {}: {}\n", path, why);
 }
 
 void env() {
+  const std::vector<std::string> problems = environment_problems();
   for (const EnvVar& v : environment_variables()) {
     const auto value = env_value(v.name);
     std::cout << fmt::format("{}\n    {}\n    value: {}    default: {}    {}\n", v.name, v.description,
                              value ? *value : "(unset)", v.default_value,
                              v.effect == EnvEffect::invalidates_cache ? "changes the cache key" : "cache-neutral");
+    for (const std::string& p : problems)
+      if (std::string_view(p).starts_with(std::string(v.name) + ":"))
+        std::cout << fmt::format("    invalid: {} (flashgen refuses to start with it)\n", p);
   }
   for (const std::string& name : unknown_flashgen_variables())
     std::cout << fmt::format("{}\n    unknown to flashgen: ignored (a typo?)\n", name);
+  std::cout << fmt::format("cache directory in use: {}\n", cache_dir_from_env().string());
 }
 
 }  // namespace
@@ -86,8 +110,8 @@ void register_cache(CLI::App& app) {
   cmd->require_subcommand(1);
   auto dir = std::make_shared<std::string>();
   auto add_dir = [dir](CLI::App* sub) {
-    sub->add_option("--dir", *dir, "cache directory (default: FLASHGEN_CACHE_DIR, else $XDG_CACHE_HOME/flashgen "
-                                   "or ~/.cache/flashgen)");
+    sub->add_option("--dir", *dir, "cache directory (default: FLASHGEN_CACHE_DIR, else $XDG_CACHE_HOME/flashgen, "
+                                   "else ~/.cache/flashgen, else $TMPDIR/flashgen-cache-<uid>)");
   };
   auto* s = cmd->add_subcommand("stats", "number of kernels, size, damaged entries");
   add_dir(s);
@@ -95,7 +119,8 @@ void register_cache(CLI::App& app) {
   auto* l = cmd->add_subcommand("ls", "one line per cached kernel: size, registers, spills, compile time");
   add_dir(l);
   l->callback([dir] { ls(*dir); });
-  auto* c = cmd->add_subcommand("clear", "remove every cached kernel");
+  auto* c = cmd->add_subcommand("clear", "remove the cached kernels, temporaries and free locks flashgen wrote; "
+                                         "report what else it left");
   add_dir(c);
   c->callback([dir] { clear(*dir); });
   auto* e = cmd->add_subcommand("env", "the FLASHGEN_* environment variables: meaning, value, effect on the cache");

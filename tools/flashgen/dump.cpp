@@ -7,11 +7,13 @@
 #include <cstdio>
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -106,12 +108,14 @@ std::pair<int, int> parse_window(const std::string& window) {
 // and the cap are launch parameters: the kernel only knows that they exist.
 KernelSpec base_spec(const DumpOptions& o, bool all) {
   parse_window(o.spec.value("window"));
+  if (o.seqlen < 1 || o.seqlen > std::numeric_limits<int>::max())
+    throw Error(Status::invalid_argument, fmt::format("--seqlen: got {}, expected 1..2^31-1", o.seqlen));
   if (o.spec.given("softcap")) {
     const std::string& cap = o.spec.value("softcap");
     char* end = nullptr;
     const float value = std::strtof(cap.c_str(), &end);
-    if (end == cap.c_str() || *end != '\0' || !(value > 0.0f))
-      throw Error(Status::invalid_argument, fmt::format("--softcap: got '{}', expected a value > 0", cap));
+    if (end == cap.c_str() || *end != '\0' || !(value > 0.0f) || !std::isfinite(value))
+      throw Error(Status::invalid_argument, fmt::format("--softcap: got '{}', expected a finite value > 0", cap));
   }
   if (!all && !parse_pass(o.spec.value("pass")))
     throw Error(Status::invalid_argument,

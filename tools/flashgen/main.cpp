@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "flashgen/flashgen.hpp"
+#include "runtime/environment.h"
 #include "tools/flashgen/commands.h"
 
 int main(int argc, char** argv) {
@@ -13,6 +14,12 @@ int main(int argc, char** argv) {
   flashgen::cli::register_tune(app);
   flashgen::cli::register_bench(app);
   flashgen::cli::register_cache(app);
+  // A bad FLASHGEN_* value stops every command as it stops the runtime, before the command
+  // runs; `cache env`, where one looks at them, lists it instead.
+  app.parse_complete_callback([&app] {
+    const CLI::App* cache = app.get_subcommand("cache");
+    if (!(app.got_subcommand(cache) && cache->got_subcommand("env"))) flashgen::validate_environment();
+  });
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
