@@ -72,7 +72,7 @@ std::optional<FileLock> FileLock::acquire(int dir_fd, const std::string& name, c
       struct stat now {};
       if (!stat_no_follow(dir_fd, name, now) || now.st_ino != opened.st_ino || now.st_dev != opened.st_dev) continue;
       write_note(fd.get(), request.purpose);
-      return FileLock(fd.release());
+      return FileLock(std::move(fd));
     }
     if (errno == EINTR) continue;
     if (errno != EWOULDBLOCK) lock_error(shown_as, fmt::format("cannot be locked: {}", std::strerror(errno)));
@@ -114,20 +114,6 @@ std::optional<std::string> FileLock::holder_in(std::string_view lock_text) {
   if (!lock_text.starts_with(kNotePrefix)) return std::nullopt;
   lock_text.remove_prefix(kNotePrefix.size());
   return std::string(lock_text.substr(0, lock_text.find('\n')));
-}
-
-FileLock::FileLock(FileLock&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-
-FileLock& FileLock::operator=(FileLock&& other) noexcept {
-  if (this != &other) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = std::exchange(other.fd_, -1);
-  }
-  return *this;
-}
-
-FileLock::~FileLock() {
-  if (fd_ >= 0) ::close(fd_);  // closing the descriptor releases the flock
 }
 
 }  // namespace flashgen

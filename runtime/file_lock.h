@@ -13,6 +13,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+
+#include "runtime/cache_files.h"
 
 namespace flashgen {
 
@@ -39,15 +42,10 @@ class FileLock {
   // file (created, not yet written); nullopt when the text is not one flashgen writes.
   static std::optional<std::string> holder_in(std::string_view lock_text);
 
-  FileLock(FileLock&& other) noexcept;
-  FileLock& operator=(FileLock&& other) noexcept;
-  FileLock(const FileLock&) = delete;
-  FileLock& operator=(const FileLock&) = delete;
-  ~FileLock();
-
+  // Movable, not copyable; closing the descriptor (with the last owner) releases the flock.
  private:
-  explicit FileLock(int fd) : fd_(fd) {}
-  int fd_ = -1;
+  explicit FileLock(UniqueFd fd) : fd_(std::move(fd)) {}
+  UniqueFd fd_;
 };
 
 }  // namespace flashgen

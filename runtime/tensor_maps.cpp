@@ -149,8 +149,9 @@ std::array<TensorMapLayout, 4> tensor_map_layouts(const KernelSpec& spec, const 
 }
 
 void encode_tensor_maps(const KernelSpec& spec, FlashAttentionParams& params) {
-  const std::array<TensorMapLayout, 4> m = tensor_map_layouts(spec, params);  // rejects before asking the driver
   const std::array<TensorView, 4> v = views(spec, params);
+  std::array<TensorMapLayout, 4> m;
+  for (int i = 0; i < 4; ++i) m[i] = layout(spec, params, v[i]);  // every tensor checked before the driver is asked
   const CudaDriver& d = cuda_driver();
   const std::array<FlashTensorMap*, 4> out = targets(spec, params);
   for (int i = 0; i < 4; ++i) encode(d, spec, params, v[i], m[i], *out[i]);

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <utility>
 #include <span>
 #include <string>
@@ -45,8 +46,9 @@ bool valid_dtype(DType d) { return d == DType::f32 || d == DType::f16 || d == DT
 
 std::uintptr_t address(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
 
-// The highest byte offset the view touches must fit in int64 (the backends index with it).
-void check_span(const Arg& a) {
+// Bytes from the view's first element to past its last one; nullopt when that does not fit
+// in int64 (the backends index with it).
+std::optional<std::int64_t> span_bytes(const Arg& a) {
   std::int64_t last = 0;
   bool overflow = false;
   for (int i = 0; i < a.rank; ++i) {
@@ -57,7 +59,12 @@ void check_span(const Arg& a) {
   std::int64_t bytes = 0;
   overflow |= __builtin_add_overflow(last, std::int64_t{1}, &last);
   overflow |= __builtin_mul_overflow(last, static_cast<std::int64_t>(size_of(a.t.dtype)), &bytes);
-  if (overflow)
+  if (overflow) return std::nullopt;
+  return bytes;
+}
+
+void check_span(const Arg& a) {
+  if (!span_bytes(a))
     fail(Status::invalid_argument, "{}: shape ({}) with strides ({}) spans more than 2^63 bytes, expected a view that fits in memory",
          a.name, fmt::join(a.shape(), ", "), fmt::join(a.stride(), ", "));
 }
@@ -103,10 +110,8 @@ struct ByteRange {
   std::uintptr_t lo, hi;
 };
 ByteRange byte_range(const Arg& a) {
-  std::int64_t last = 0;
-  for (int i = 0; i < a.rank; ++i) last += (a.t.shape[i] - 1) * a.t.stride[i];
   const std::uintptr_t lo = address(a.t.data);
-  return {lo, lo + static_cast<std::uintptr_t>((last + 1) * static_cast<std::int64_t>(size_of(a.t.dtype)))};
+  return {lo, lo + static_cast<std::uintptr_t>(*span_bytes(a))};
 }
 
 // Insertion sort of the first n (<= 4) entries (std::sort on a partly used std::array trips
