@@ -84,10 +84,10 @@ KernelSpec rowwise_spec(const ProblemKey& p, Pass pass, Arch arch) {
 KernelSpec dkdv_spec(const ProblemKey& p, Arch arch) {
   const KernelSpec s = base_spec(p, Pass::bwd_dkdv, arch);
   const int d = s.padded_head_dim();
-  // The warp-specialised dK/dV kernel (64x128 on 12 warps, KernelSpec::warp_specialized) is
-  // not selected yet: it passes the GPU matrix and runs the backward 1.3-1.5x faster, but
-  // compute-sanitizer's racecheck and synccheck report findings on it that are not resolved
-  // (docs/perf-notes.md, "warp-specialised dK/dV"). Explicit specs and `flashgen dump` reach it.
+  // sm_90a, d 64..128 in 16-byte rows, no softcap: the warp-specialised dK/dV kernel (64x128
+  // on 12 warps, KernelSpec::warp_specialized; docs/perf-notes.md, "warp-specialised dK/dV").
+  if (arch == Arch::sm_90a && d >= 64 && d <= 128 && p.head_dim % 8 == 0 && !p.softcap)
+    return first_valid(s, {{64, 128, 12, 2}, {64, 128, 8, 2}, {64, 64, 8, 2}});
   // 64x128 on 8 warps is wgmma on sm_90a (two warpgroups, KernelSpec::uses_wgmma) at d64, d96
   // and d128; at d128 the softcap slope spills 96 bytes there, so softcap keeps mma.sync.
   if (arch == Arch::sm_90a && (d == 96 || d == 128) && !p.softcap) return first_valid(s, {{64, 128, 8, 2}});

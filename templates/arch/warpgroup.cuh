@@ -10,6 +10,17 @@ __device__ __forceinline__ int warpgroup_index() {
   return __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
 }
 
+// A CTA of `warpgroups` warpgroups (one per SM) starts with the registers its launch
+// gives each thread, 65,536 / threads rounded down to 8 (168 at 384 threads, 128 at 512),
+// and setmaxnreg only moves registers inside that allocation: a split that asks for more
+// than it (one producer warpgroup at kProducer, the others at kConsumer) makes the
+// consumers' setmaxnreg.inc wait forever.
+template <int kWarpgroups, int kProducer, int kConsumer>
+constexpr bool register_split_fits() {
+  constexpr int launch = 65536 / (128 * kWarpgroups) / 8 * 8;
+  return kProducer + (kWarpgroups - 1) * kConsumer <= kWarpgroups * launch;
+}
+
 template <int kRegisters>
 __device__ __forceinline__ void setmaxnreg_inc() {
   static_assert(kRegisters % 8 == 0 && kRegisters >= 24 && kRegisters <= 256, "setmaxnreg: 24..256, multiple of 8");

@@ -24,9 +24,9 @@ struct BwdDkdvKernelSm90 {
   using Split = typename Mainloop::Split;
   static constexpr int kSharedBytes = Layout::kBytes;
   static_assert(Cfg::kThreads == 128 + Mainloop::kConsumerThreads, "one producer warpgroup plus the consumers");
-  // The producer warp computes lse and D addresses besides the TMA: 32 (24 spills at d64 causal).
-  static constexpr int kProducerRegisters = 32, kConsumerRegisters = 240;
-  static_assert(128 * (kProducerRegisters + Mainloop::kConsumers * kConsumerRegisters) <= 65536, "register file");
+  static constexpr int kProducerRegisters = 24, kConsumerRegisters = 240;
+  static_assert(register_split_fits<Mainloop::kConsumers + 1, kProducerRegisters, kConsumerRegisters>(),
+                "register split");
 
   static __device__ __forceinline__ void run(const FlashAttentionParams& p) {
     const Layout l(smem_u32(dynamic_smem()));

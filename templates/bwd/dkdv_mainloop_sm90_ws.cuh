@@ -35,9 +35,12 @@ struct DkdvMainloopSm90Ws {
 
   using Split = DkdvWarpSplit<Cfg>;  // over the consumer warps: warp w % 8 owns keys 16 (w % 8)..
   static_assert(Split::kRT == 1 && Split::kWarpsD == 1, "one 16-key slice and every dK/dV column per warp");
-  // Every consumer warp frees a stage (its lanes also load lse and D from it); the producer
-  // warp's lanes each arrive after writing theirs.
-  using Pipeline = TmaPipeline<Cfg::kStages, 4 * kConsumers, 32>;
+  static constexpr int kConsumerThreads = 128 * kConsumers;
+  // Every consumer thread frees a stage, since each also loads lse and D from it (an arrival
+  // releases only its own thread's accesses: one lane's after __syncwarp would order the
+  // others' loads only transitively, which racecheck does not follow); the producer warp's
+  // lanes each arrive after writing theirs.
+  using Pipeline = TmaPipeline<Cfg::kStages, kConsumerThreads, 32>;
 
   // Named barriers: dS^T complete (consumers), the dQ staging tile full / free (consumers
   // and the dQ writer warp), the end of the mainloop (consumers).
@@ -47,7 +50,6 @@ struct DkdvMainloopSm90Ws {
     static constexpr int kDqEmpty = kDqFull + 1;
     static constexpr int kEpilogue = kDqEmpty + 1;
   };
-  static constexpr int kConsumerThreads = 128 * kConsumers;
   static constexpr int kDqThreads = kConsumerThreads + 32;
 
   // The all-threads kernels' layout (K, V, the stages of Q, dO, lse, D; dS^T buffer 0), then
@@ -111,12 +113,15 @@ struct DkdvMainloopSm90Ws {
         }
       }
       __syncwarp();
-      const i64 accum_row = off.accum_row(h) + m0;
+      const float* lse_rows = p.lse + off.lse_row(h) + m0;
+      const float* dsum_rows = p.dsum + off.accum_row(h) + m0;
+      const int rows = off.seqlen_q() - m0;
+#pragma unroll
       for (int i = lane; i < Cfg::kBlockM; i += 32) {
-        const bool valid = m0 + i < off.seqlen_q();
-        const float lse = valid ? p.lse[off.lse_row(h) + m0 + i] : neg_inf();
+        const bool valid = i < rows;
+        const float lse = valid ? lse_rows[i] : neg_inf();
         st_shared_f32(l.s_lse(st.index) + 4 * i, lse == neg_inf() ? pos_inf() : lse * kLog2e);
-        st_shared_f32(l.s_dsum(st.index) + 4 * i, valid ? p.dsum[accum_row + i] : 0.0f);
+        st_shared_f32(l.s_dsum(st.index) + 4 * i, valid ? dsum_rows[i] : 0.0f);
       }
       l.ring.producer_arrive(st);
       st.advance(Cfg::kStages);
@@ -213,11 +218,9 @@ struct DkdvMainloopSm90Ws {
   }
 
  private:
-  // The warp is done with the stage (its products retired, its loads returned).
+  // The thread is done with the stage (its products retired, its loads returned).
   static __device__ __forceinline__ void release(const Layout& l, const PipelineState& st) {
-    __syncwarp();
-    l.ring.consumer_release(st, (threadIdx.x & 31) == 0);
-    __syncwarp();  // converged again before the aligned instructions that follow
+    l.ring.consumer_release(st, true);
   }
 
   // dQ (64 queries x kCols columns from col0) = dS.K, dS^T and K both [key][.]: MN-major A

@@ -29,7 +29,7 @@ struct FwdKernelSm90 {
   static_assert(kConsumers == 2 || kConsumers == 3, "two or three consumer warpgroups");
   static constexpr int kProducerRegisters = kConsumers == 2 ? 24 : 32;
   static constexpr int kConsumerRegisters = kConsumers == 2 ? 240 : 160;
-  static_assert(128 * (kProducerRegisters + kConsumers * kConsumerRegisters) <= 65536, "register file");
+  static_assert(register_split_fits<kConsumers + 1, kProducerRegisters, kConsumerRegisters>(), "register split");
 
   static __device__ __forceinline__ void run(const FlashAttentionParams& p) {
     const Mainloop mainloop(smem_u32(dynamic_smem()));

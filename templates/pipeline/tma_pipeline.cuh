@@ -3,8 +3,9 @@
 // `full` barrier (kProducerArrivals producer arrivals plus the stage's transaction bytes) and
 // an `empty` barrier (kConsumerArrivals arrivals once the consumers are done with the stage:
 // one per warpgroup when they read it only through wgmma, whose wait retires the whole
-// warpgroup's reads; one per warp when they also load from it themselves). Producer and consumers walk the ring with a PipelineState each; a state's
-// phase parity flips at every wrap. The producer starts at parity 1: waiting for the phase
+// warpgroup's reads; one per thread when they also load from it themselves, since an
+// arrival releases its own thread's accesses). Producer and consumers walk the ring with a
+// PipelineState each; a state's phase parity flips at every wrap. The producer starts at parity 1: waiting for the phase
 // before a fresh barrier's first returns at once, so the first lap finds every stage free.
 #pragma once
 
@@ -70,7 +71,7 @@ struct TmaPipeline {
   __device__ __forceinline__ void consumer_wait(const PipelineState& st) const { mbarrier_wait(full(st.index), st.phase); }
 
   // Consumer: done with stage st.index; the threads that stand for the consumers (one per
-  // warpgroup or per warp, `arrive`) free it.
+  // warpgroup, or every thread: `arrive`) free it.
   __device__ __forceinline__ void consumer_release(const PipelineState& st, bool arrive) const {
     if (arrive) mbarrier_arrive(empty(st.index));
   }

@@ -348,7 +348,19 @@ std::vector<Case> small() {
   c.seqlen_k = 333;
   c.heads_q = 4;
   c.heads_kv = 1;
-  return {a, b, c};
+  // The sm_90a warp-specialised dK/dV kernel without its dQ product (deterministic: the bwd_dq
+  // kernel computes dQ), d96 (dQ halves of 64 + 32 columns), a two-sided window.
+  Case d;
+  d.head_dim = 96;
+  d.seqlen_q = 150;
+  d.seqlen_k = 70;
+  d.heads_q = 3;
+  d.heads_kv = 3;
+  d.window_left = 40;
+  d.window_right = 10;
+  d.dtype = DType::f16;
+  d.deterministic = true;
+  return {a, b, c, d};
 }
 INSTANTIATE_TEST_SUITE_P(Small, GpuAttention, ::testing::ValuesIn(small()),
                          [](const ::testing::TestParamInfo<Case>& i) { return case_name(i.param); });
