@@ -38,3 +38,9 @@ file(RELATIVE_PATH FLASHGEN_PC_TO_PREFIX
      ${CMAKE_INSTALL_FULL_LIBDIR}/pkgconfig ${CMAKE_INSTALL_PREFIX})
 configure_file(cmake/flashgen.pc.in ${PROJECT_BINARY_DIR}/flashgen.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/flashgen.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
+# pip install <repo root> (pyproject.toml, scikit-build-core sets SKBUILD): the wheel's only
+# native file is libflashgen.so in the package directory, named as python/flashgen/_library.py
+# looks for it (a wheel cannot carry the SONAME links).
+install(FILES $<TARGET_FILE:flashgen_runtime> DESTINATION flashgen RENAME libflashgen.so
+        COMPONENT python_wheel EXCLUDE_FROM_ALL)

@@ -13,6 +13,7 @@
 
 #include "flashgen/flashgen.hpp"
 #include "runtime/c_api.h"
+#include "runtime/nvrtc_library.h"
 
 struct flashgen_runtime {
   explicit flashgen_runtime(flashgen::RuntimeOptions options) : runtime(std::move(options)) {}
@@ -153,6 +154,13 @@ const char* flashgen_status_string(flashgen_status status) {
 }
 
 const char* flashgen_last_error(void) { return last_error().c_str(); }
+
+flashgen_status flashgen_add_nvrtc_candidate(const char* path, const char* origin) {
+  return flashgen::c_api::guarded([&] {
+    require(path, "path", "the path of a libnvrtc file");
+    flashgen::add_nvrtc_candidate({path, origin != nullptr ? origin : "the host program"});
+  });
+}
 
 void flashgen_attention_options_init(flashgen_attention_options* options) {
   if (options == nullptr) return;

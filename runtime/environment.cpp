@@ -32,6 +32,10 @@ constexpr EnvVar kRegistry[] = {
      "(0: do not wait)"},
     {"FLASHGEN_DUMP_DIR", EnvEffect::neutral, "(unset)",
      "write every kernel compiled (source, PTX, cubin, log, resources) to this directory"},
+    {"FLASHGEN_NVRTC", EnvEffect::neutral, "(unset)",
+     "path of the libnvrtc.so to compile with, the only one tried; unset: the pip wheels next to the Python "
+     "package, $CUDA_HOME/lib64, $CUDA_PATH/lib64, /usr/local/cuda/lib64, the system library path "
+     "(NVRTC 12.4+ or 13.x; its version is part of the cache key)"},
     {"FLASHGEN_NVRTC_FLAGS", EnvEffect::invalidates_cache, "(unset)",
      "extra NVRTC options, separated by spaces, appended to every compile"},
     {"FLASHGEN_AUTOTUNE", EnvEffect::neutral, "cached",
@@ -115,6 +119,14 @@ std::vector<std::string> nvrtc_flags_from_env() {
     for (std::string flag; in >> flag;) flags.push_back(flag);
   }
   return flags;
+}
+
+std::optional<std::string> nvrtc_path_from_env() { return env_value("FLASHGEN_NVRTC"); }
+
+std::optional<std::string> cuda_toolkit_dir_from_env(std::string_view name) {
+  if (name != "CUDA_HOME" && name != "CUDA_PATH")
+    throw Error(Status::internal, fmt::format("{} is not a CUDA toolkit variable (CUDA_HOME, CUDA_PATH)", name));
+  return raw_env(std::string(name).c_str());
 }
 
 std::optional<AutotunePolicy> autotune_policy_from_env() {

@@ -59,7 +59,6 @@ struct KernelCache::Impl {
   bool disk_enabled = true;
   CompileOptions compile;
   std::string environment;  // cache-invalidating variables, as read at construction
-  std::string nvrtc;        // NVRTC version
   std::optional<std::filesystem::path> dump_dir;
   std::chrono::milliseconds lock_timeout{0};  // FLASHGEN_CACHE_LOCK_TIMEOUT
 
@@ -96,7 +95,7 @@ struct KernelCache::Impl {
   std::string key_for(const KernelSpec& spec, const GeneratedSource& src) const {
     const std::string header =
         fmt::format("flashgen {}\nnvrtc {}\narch {}\noptions {}\nenvironment\n{}templates {}\nkernel {}\nsource {} bytes\n",
-                    version(), nvrtc, to_string(spec.arch), fmt::join(nvrtc_options(spec.arch, compile), " "),
+                    version(), nvrtc_version(), to_string(spec.arch), fmt::join(nvrtc_options(spec.arch, compile), " "),
                     environment, embedded_files_digest(), src.kernel_name, src.source.size());
     XXH3_state_t state;
     XXH3_128bits_reset(&state);
@@ -230,7 +229,7 @@ struct KernelCache::Impl {
         {"kernel_name", k.kernel_name},
         {"spec", spec_to_json(k.spec)},
         {"resources", resources_to_json(k.resources)},
-        {"nvrtc_version", nvrtc},
+        {"nvrtc_version", nvrtc_version()},
         {"nvrtc_options", nvrtc_options(k.spec.arch, compile)},
         {"flashgen_version", version()},
         {"compile_ms", k.compile_ms},
@@ -309,7 +308,6 @@ KernelCache::KernelCache(KernelCacheOptions options) : impl_(std::make_unique<Im
   m.disk = CacheDirectory(options.dir);
   m.compile = CompileOptions::from_environment();
   m.environment = cache_invalidating_environment();
-  m.nvrtc = nvrtc_version();
   m.dump_dir = dump_dir_from_env();
   m.lock_timeout = cache_lock_timeout_from_env();
   m.options = std::move(options);

@@ -10,6 +10,7 @@
 
 #include "compiler/embedded_files.h"
 #include "runtime/kernel_json.h"
+#include "runtime/nvrtc_library.h"
 
 namespace flashgen {
 
@@ -73,6 +74,7 @@ std::filesystem::path write_kernel_dump(const std::filesystem::path& dump_dir, c
       {"spec", spec_to_json(kernel.spec)},
       {"resources", resources_to_json(kernel.resources)},
       {"nvrtc_version", nvrtc_version()},
+      {"nvrtc_library", nvrtc_library().path},
       {"nvrtc_options", nvrtc_flags},
       {"compile_ms", kernel.compile_ms},
       {"cubin_bytes", kernel.cubin.size()},

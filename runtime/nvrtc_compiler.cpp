@@ -1,13 +1,13 @@
 #include "runtime/nvrtc_compiler.h"
 
 #include <fmt/format.h>
-#include <nvrtc.h>
 
 #include <chrono>
 #include <memory>
 
 #include "compiler/embedded_files.h"
 #include "runtime/environment.h"
+#include "runtime/nvrtc_library.h"
 
 namespace flashgen {
 
@@ -15,21 +15,23 @@ namespace {
 
 // Owns one NVRTC program: programs are independent, which makes compiles thread-safe.
 struct ProgramDeleter {
-  void operator()(nvrtcProgram p) const { nvrtcDestroyProgram(&p); }
+  const NvrtcLibrary* nv;
+  void operator()(nvrtcProgram p) const { nv->nvrtcDestroyProgram(&p); }
 };
 using Program = std::unique_ptr<std::remove_pointer_t<nvrtcProgram>, ProgramDeleter>;
 
-void check_nvrtc(nvrtcResult r, const char* what, const std::string& name, const std::string& log = {}) {
+void check_nvrtc(const NvrtcLibrary& nv, nvrtcResult r, const char* what, const std::string& name,
+                 const std::string& log = {}) {
   if (r == NVRTC_SUCCESS) return;
   throw Error(Status::compile_error, fmt::format("{}: NVRTC failed: {} returned {}{}{}", name, what,
-                                                 nvrtcGetErrorString(r), log.empty() ? "" : ":\n", log));
+                                                 nv.nvrtcGetErrorString(r), log.empty() ? "" : ":\n", log));
 }
 
-std::string program_log(nvrtcProgram p) {
+std::string program_log(const NvrtcLibrary& nv, nvrtcProgram p) {
   size_t size = 0;
-  if (nvrtcGetProgramLogSize(p, &size) != NVRTC_SUCCESS || size <= 1) return {};
+  if (nv.nvrtcGetProgramLogSize(p, &size) != NVRTC_SUCCESS || size <= 1) return {};
   std::string log(size, '\0');
-  if (nvrtcGetProgramLog(p, log.data()) != NVRTC_SUCCESS) return {};
+  if (nv.nvrtcGetProgramLog(p, log.data()) != NVRTC_SUCCESS) return {};
   log.resize(size - 1);  // drop the terminating NUL
   return log;
 }
@@ -64,56 +66,54 @@ CompileOptions CompileOptions::from_environment(bool keep_ptx) {
 }
 
 std::vector<std::string> nvrtc_options(Arch arch, const CompileOptions& options) {
+  const NvrtcLibrary& nv = nvrtc_library();
   std::vector<std::string> out = {
       fmt::format("--gpu-architecture={}", to_string(arch)),
       "-std=c++17",
       "--ptxas-options=-v",  // the resource report (registers, spills, smem) lands in the log
       "-default-device",     // generated helpers need no __device__ annotation
-      // NVRTC >= 12.9 may serve a compile from the driver's compute cache (~/.nv) when a
-      // driver is installed: the ptxas report is then missing from the log. flashgen's
-      // own cache is the cache; NVRTC always compiles.
-      "--no-cache",
   };
+  // NVRTC >= 12.9 may serve a compile from the driver's compute cache (~/.nv) when a
+  // driver is installed: the ptxas report is then missing from the log. flashgen's own
+  // cache is the cache; NVRTC always compiles. Older NVRTC has no such cache (nor the option).
+  if (nv.major > 12 || (nv.major == 12 && nv.minor >= 9)) out.emplace_back("--no-cache");
   out.insert(out.end(), options.extra_flags.begin(), options.extra_flags.end());
   return out;
 }
 
-std::string nvrtc_version() {
-  int major = 0, minor = 0;
-  if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) return "unknown";
-  return fmt::format("{}.{}", major, minor);
-}
+std::string nvrtc_version() { return nvrtc_library().version(); }
 
 CompileOutput compile_source(const std::string& name, const std::string& source, Arch arch,
                              const CompileOptions& options, std::string_view entry) {
   const auto start = std::chrono::steady_clock::now();
+  const NvrtcLibrary& nv = nvrtc_library();
   const DeviceHeaders& headers = device_headers();
   nvrtcProgram raw = nullptr;
-  check_nvrtc(nvrtcCreateProgram(&raw, source.c_str(), (name + ".cu").c_str(), static_cast<int>(headers.texts.size()),
+  check_nvrtc(nv, nv.nvrtcCreateProgram(&raw, source.c_str(), (name + ".cu").c_str(), static_cast<int>(headers.texts.size()),
                                  headers.text_ptrs.data(), headers.name_ptrs.data()),
               "nvrtcCreateProgram", name);
-  Program program(raw);
+  Program program(raw, ProgramDeleter{&nv});
 
   const std::vector<std::string> flags = nvrtc_options(arch, options);
   std::vector<const char*> argv;
   for (const std::string& f : flags) argv.push_back(f.c_str());
 
   CompileOutput out;
-  const nvrtcResult compiled = nvrtcCompileProgram(raw, static_cast<int>(argv.size()), argv.data());
-  out.log = program_log(raw);
+  const nvrtcResult compiled = nv.nvrtcCompileProgram(raw, static_cast<int>(argv.size()), argv.data());
+  out.log = program_log(nv, raw);
   if (compiled != NVRTC_SUCCESS)
     throw Error(Status::compile_error, fmt::format("{}: NVRTC failed:\n{}", name,
-                                                   out.log.empty() ? nvrtcGetErrorString(compiled) : out.log));
+                                                   out.log.empty() ? nv.nvrtcGetErrorString(compiled) : out.log));
 
   size_t size = 0;
-  check_nvrtc(nvrtcGetCUBINSize(raw, &size), "nvrtcGetCUBINSize", name, out.log);
+  check_nvrtc(nv, nv.nvrtcGetCUBINSize(raw, &size), "nvrtcGetCUBINSize", name, out.log);
   out.cubin.resize(size);
-  check_nvrtc(nvrtcGetCUBIN(raw, out.cubin.data()), "nvrtcGetCUBIN", name, out.log);
+  check_nvrtc(nv, nv.nvrtcGetCUBIN(raw, out.cubin.data()), "nvrtcGetCUBIN", name, out.log);
   if (options.keep_ptx) {
     // NVRTC 13 keeps the PTX it handed to ptxas even for a real (sm_XX) target.
-    check_nvrtc(nvrtcGetPTXSize(raw, &size), "nvrtcGetPTXSize", name, out.log);
+    check_nvrtc(nv, nv.nvrtcGetPTXSize(raw, &size), "nvrtcGetPTXSize", name, out.log);
     out.ptx.resize(size);
-    check_nvrtc(nvrtcGetPTX(raw, out.ptx.data()), "nvrtcGetPTX", name, out.log);
+    check_nvrtc(nv, nv.nvrtcGetPTX(raw, out.ptx.data()), "nvrtcGetPTX", name, out.log);
     if (!out.ptx.empty() && out.ptx.back() == '\0') out.ptx.pop_back();
   }
   out.resources = parse_ptxas_report(out.log, entry);

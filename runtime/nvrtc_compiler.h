@@ -49,9 +49,11 @@ struct CompileOutput {
   double compile_ms = 0;
 };
 
-// The exact NVRTC option list used for `arch` (part of the cache key).
+// The exact NVRTC option list used for `arch` with the loaded NVRTC (part of the cache key).
+// Like everything here, throws the loader's Error(no_device) where no usable NVRTC is found
+// (runtime/nvrtc_library.h).
 std::vector<std::string> nvrtc_options(Arch arch, const CompileOptions& options);
-// "13.0"
+// The loaded NVRTC's version, "13.0" (part of the cache key).
 std::string nvrtc_version();
 
 // Compiles any CUDA source for `arch`; `name` names the program in diagnostics

@@ -132,6 +132,14 @@ FLASHGEN_API void flashgen_runtime_options_init(flashgen_runtime_options* option
 FLASHGEN_API void flashgen_tensor_contiguous(flashgen_tensor* t, void* data, flashgen_dtype dtype, int32_t device,
                                              int32_t rank, const int64_t* shape);
 
+/* NVRTC is loaded on the first CUDA compile, from $FLASHGEN_NVRTC when set, else from the
+ * candidates added here (in call order), $CUDA_HOME/lib64, $CUDA_PATH/lib64,
+ * /usr/local/cuda/lib64 and the system library path; the first NVRTC 12.4+ or 13.x wins.
+ * `path`: a libnvrtc file (the Python package adds pip's nvidia-cuda-nvrtc wheels);
+ * `origin`: where it comes from, for the error that lists every place looked (NULL: "the host
+ * program"). FLASHGEN_ERROR_INVALID_ARGUMENT once NVRTC has been looked for. */
+FLASHGEN_API flashgen_status flashgen_add_nvrtc_candidate(const char* path, const char* origin);
+
 /* options NULL: defaults. On success *out is the new runtime; on failure NULL. */
 FLASHGEN_API flashgen_status flashgen_runtime_create(const flashgen_runtime_options* options, flashgen_runtime** out);
 /* NULL is a no-op. */

@@ -114,6 +114,7 @@ def declare(lib):
         "flashgen_version": ([], ctypes.c_char_p),
         "flashgen_status_string": ([ctypes.c_int], ctypes.c_char_p),
         "flashgen_last_error": ([], ctypes.c_char_p),
+        "flashgen_add_nvrtc_candidate": ([ctypes.c_char_p, ctypes.c_char_p], ctypes.c_int),
         "flashgen_attention_options_init": ([p(AttentionOptions)], None),
         "flashgen_runtime_options_init": ([p(RuntimeOptions)], None),
         "flashgen_tensor_contiguous": (

@@ -4,17 +4,29 @@ Lookup order: $FLASHGEN_LIBRARY; a libflashgen.so installed next to this
 package; the repository's build directories (build/ first, then build-*/ newest
 first), for use straight from a checkout; the system's library path. The library
 is loaded on first use, so `import flashgen` works where it is absent.
+
+Once loaded, the library is told where pip puts NVRTC for this interpreter
+(nvidia-cuda-nvrtc for CUDA 13, nvidia-cuda-nvrtc-cu12): it loads NVRTC itself, on the
+first CUDA compile, from $FLASHGEN_NVRTC, these files, $CUDA_HOME, /usr/local/cuda or
+the system library path (runtime/nvrtc_library.h).
 """
 import ctypes
 import ctypes.util
 import os
 import pathlib
+import site
+import sys
 import threading
 
 from . import _capi
 from .errors import error_for
 
 _LIBRARY_NAME = "libflashgen.so"
+# Where each pip wheel puts libnvrtc under site-packages, newest CUDA first.
+_PIP_NVRTC = (
+    ("nvidia/cu13/lib/libnvrtc.so.13", "pip nvidia-cuda-nvrtc (CUDA 13)"),
+    ("nvidia/cuda_nvrtc/lib/libnvrtc.so.12", "pip nvidia-cuda-nvrtc-cu12"),
+)
 _lock = threading.RLock()  # runtime() reports errors through library()
 _lib = None
 _runtime = None
@@ -59,12 +71,40 @@ def locate(environ=os.environ, package_dir=pathlib.Path(__file__).resolve().pare
     )
 
 
+def site_directories():
+    """This interpreter's site-packages directories (a virtual environment's first), then any
+    other sys.path entry holding the `nvidia` namespace package of pip's CUDA wheels."""
+    dirs = list(getattr(site, "getsitepackages", lambda: [])())
+    if site.ENABLE_USER_SITE:
+        dirs.append(site.getusersitepackages())
+    dirs += [p for p in sys.path if p and os.path.isdir(os.path.join(p, "nvidia"))]
+    unique = []
+    for d in dirs:
+        d = os.path.abspath(d)
+        if d not in unique:
+            unique.append(d)
+    return unique
+
+
+def nvrtc_candidates(dirs=None):
+    """(path, origin) of every pip NVRTC the runtime may load, in the order it tries them:
+    each wheel's file in every site directory, whether present or not (the runtime's
+    error lists them all when none loads)."""
+    dirs = site_directories() if dirs is None else dirs
+    return [(os.path.join(d, relative), origin) for relative, origin in _PIP_NVRTC for d in dirs]
+
+
 def library():
-    """The loaded library with every C API function declared."""
+    """The loaded library with every C API function declared, told where pip's NVRTC is."""
     global _lib
     with _lock:
         if _lib is None:
-            _lib = _capi.declare(ctypes.CDLL(locate()))
+            lib = _capi.declare(ctypes.CDLL(locate()))
+            for path, origin in nvrtc_candidates():
+                # Fails only once the library has looked for NVRTC (another user of it in
+                # this process compiled first): it then keeps what it found.
+                lib.flashgen_add_nvrtc_candidate(os.fsencode(path), origin.encode())
+            _lib = lib
         return _lib
 
 

@@ -1,15 +1,30 @@
 #!/bin/sh
-# Installs the build into a staging prefix, then builds and runs examples/embed_cpp and
-# compiler_consumer/ (flashgen::compiler) against it as outside projects would
-# (find_package), and checks flashgen.pc.
-# Usage: install_and_build_example.sh CMAKE BUILD_DIR SOURCE_DIR SCRATCH_DIR GENERATOR [MAKE_PROGRAM]
+# Installs the build into a staging prefix, checks that nothing installed names a path of
+# this machine (the CUDA toolkit, the source or build tree, the prefix itself), moves the
+# prefix elsewhere, then builds and runs examples/embed_cpp and compiler_consumer/
+# (flashgen::compiler) against the moved copy as outside projects would (find_package),
+# and checks flashgen.pc.
+# Usage: install_and_build_example.sh CMAKE BUILD_DIR SOURCE_DIR SCRATCH_DIR CUDA_ROOT GENERATOR [MAKE_PROGRAM]
 # Compilers and flags come from $CC, $CXX, $CFLAGS and $CXXFLAGS, as for any CMake project.
 set -eu
-cmake=$1 build=$2 source=$3 scratch=$4 generator=$5 make_program=${6:-}
-stage=$scratch/stage
+cmake=$1 build=$2 source=$3 scratch=$4 cuda_root=$5 generator=$6 make_program=${7:-}
+installed=$scratch/installed
 
 rm -rf "$scratch"
-"$cmake" --install "$build" --prefix "$stage"
+"$cmake" --install "$build" --prefix "$installed"
+
+# Relocatable: the CMake package and flashgen.pc name no directory of this machine (CUDA is
+# dlopen'ed at run time, so no CUDA path belongs there).
+for file in "$installed"/lib/cmake/flashgen/*.cmake "$installed"/lib/pkgconfig/flashgen.pc; do
+  for path in /usr/local/cuda "$cuda_root" "$build" "$source" "$installed"; do
+    if grep -n -F "$path" "$file"; then
+      echo "$file names $path: the installed package is not relocatable" >&2
+      exit 1
+    fi
+  done
+done
+stage=$scratch/moved
+mv "$installed" "$stage"
 
 # configure_and_build SOURCE BINARY: an outside CMake project that finds the staged package.
 configure_and_build() {

@@ -29,6 +29,7 @@
 #include "runtime/kernel_dump.h"
 #include "runtime/kernel_json.h"
 #include "runtime/nvrtc_compiler.h"
+#include "runtime/nvrtc_library.h"
 #include "tools/flashgen/commands.h"
 #include "tools/flashgen/spec_options.h"
 
@@ -198,6 +199,7 @@ std::string resources_text(const CompiledKernel& k, const std::vector<std::strin
       {"cubin_bytes", k.cubin.size()},
       {"compile_ms", k.compile_ms},
       {"nvrtc_version", nvrtc_version()},
+      {"nvrtc_library", nvrtc_library().path},
       {"nvrtc_options", flags},
   };
   return j.dump(2) + "\n";

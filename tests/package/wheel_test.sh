@@ -1,0 +1,38 @@
+#!/bin/sh
+# pip wheel <repo>, the wheel installed into a fresh virtual environment, then the Python
+# tests that need no source tree (numpy API, errors, no CUDA) run against it from outside
+# the tree. Offline-safe: the wheel is built without index or build isolation, so
+# scikit-build-core must already be installed for PYTHON (where it is not, the test says so
+# and is skipped); the venv sees PYTHON's base packages (numpy).
+# Usage: wheel_test.sh PYTHON SOURCE_DIR SCRATCH_DIR
+set -eu
+python=$1 source=$2 scratch=$3
+
+if ! "$python" -c "import scikit_build_core" 2>/dev/null; then
+  echo "flashgen-test: skipping: scikit-build-core is not installed for $python (pip install scikit-build-core)"
+  exit 0
+fi
+rm -rf "$scratch"
+env -u FLASHGEN_LIBRARY "$python" -m pip wheel --no-index --no-build-isolation --no-deps -w "$scratch/wheels" "$source"
+wheel=$(ls "$scratch"/wheels/flashgen-*.whl)
+case "$wheel" in
+  */flashgen-*-py3-none-linux_*.whl) echo "wheel: $wheel" ;;
+  *) echo "the wheel is not tagged py3-none-<platform>: $wheel" >&2; exit 1 ;;
+esac
+"$python" -m venv --system-site-packages "$scratch/venv"
+venv_python=$scratch/venv/bin/python
+"$venv_python" -m pip install --no-index --no-deps "$wheel"
+
+wheel_library=$(cd "$scratch" && env -u FLASHGEN_LIBRARY "$venv_python" -c "import flashgen; print(flashgen.library_path())")
+case "$wheel_library" in
+  "$scratch"/venv/*/flashgen/libflashgen.so) echo "installed: $wheel_library" ;;
+  *) echo "flashgen loaded $wheel_library, not the wheel's library" >&2; exit 1 ;;
+esac
+
+mkdir -p "$scratch/tests"
+for module in support reference test_numpy_forward test_numpy_backward test_errors test_no_cuda; do
+  cp "$source/python/tests/$module.py" "$scratch/tests/"
+done
+cd "$scratch/tests"
+env -u FLASHGEN_LIBRARY PYTHONDONTWRITEBYTECODE=1 "$venv_python" -m unittest -v \
+  test_numpy_forward test_numpy_backward test_errors test_no_cuda
