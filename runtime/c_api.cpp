@@ -222,6 +222,14 @@ flashgen_status flashgen_forward(flashgen_runtime* runtime, const flashgen_forwa
   });
 }
 
+flashgen_status flashgen_prepare(flashgen_runtime* runtime, const flashgen_forward_args* args, unsigned passes) {
+  return flashgen::c_api::guarded([&] {
+    require(runtime, "runtime", "a runtime from flashgen_runtime_create");
+    require(args, "args", "the forward arguments");
+    runtime->runtime.prepare(to_cpp(*args), static_cast<flashgen::Passes>(passes));
+  });
+}
+
 flashgen_status flashgen_backward(flashgen_runtime* runtime, const flashgen_backward_args* args, void* stream) {
   return flashgen::c_api::guarded([&] {
     require(runtime, "runtime", "a runtime from flashgen_runtime_create");

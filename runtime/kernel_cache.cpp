@@ -44,6 +44,7 @@ struct LoadedModule {
 struct Slot {
   std::mutex mutex;
   std::atomic<bool> ready{false};
+  std::atomic<bool> queued{false};  // a background compile of it is pending (prefetch)
   CompiledKernel kernel;
   std::string key;
   std::string entry_name;
@@ -72,6 +73,24 @@ struct KernelCache::Impl {
   std::unordered_map<KernelSpec, std::unique_ptr<Slot>, SpecHash> slots;
 
   std::atomic<long> memory_hits{0}, disk_hits{0}, compiles{0}, corrupt_entries{0};
+
+  // prefetch's compile threads, started on its first use. Set `closing` before the pool
+  // goes: queued compiles are then dropped, running ones finish.
+  std::atomic<bool> closing{false};
+  std::once_flag background_once;
+  std::unique_ptr<thread_pool::ThreadPool> background;
+
+  thread_pool::ThreadPool& background_pool() {
+    std::call_once(background_once, [&] {
+      background = std::make_unique<thread_pool::ThreadPool>(compile_threads());
+    });
+    return *background;
+  }
+
+  size_t compile_threads() const {
+    return options.compile_threads > 0 ? static_cast<size_t>(options.compile_threads)
+                                       : std::max(1u, std::thread::hardware_concurrency());
+  }
 
   void log(LogLevel level, const std::string& message) const { options.log(level, message); }
 
@@ -315,6 +334,8 @@ KernelCache::KernelCache(KernelCacheOptions options) : impl_(std::make_unique<Im
 }
 
 KernelCache::~KernelCache() {
+  impl_->closing = true;
+  impl_->background.reset();  // the compile running on each thread finishes; queued ones are dropped
   // Modules exist only if the driver loaded. Each is unloaded in its own context;
   // failures (a context the caller already destroyed) are ignored at teardown.
   bool any = false;
@@ -351,9 +372,7 @@ std::vector<const CompiledKernel*> KernelCache::get_many(std::span<const KernelS
     return out;
   }
 
-  size_t threads = impl_->options.compile_threads > 0 ? impl_->options.compile_threads
-                                                      : std::max(1u, std::thread::hardware_concurrency());
-  thread_pool::ThreadPool pool(std::min(threads, missing.size()));
+  thread_pool::ThreadPool pool(std::min(impl_->compile_threads(), missing.size()));
   std::vector<std::future<const CompiledKernel*>> results;
   for (size_t i : missing)
     results.push_back(pool.Submit([this, &specs](size_t j) { return &get(specs[j]); }, i));
@@ -367,6 +386,25 @@ std::vector<const CompiledKernel*> KernelCache::get_many(std::span<const KernelS
   }
   if (first_error) std::rethrow_exception(first_error);
   return out;
+}
+
+void KernelCache::prefetch(std::span<const KernelSpec> specs) {
+  Impl& m = *impl_;
+  for (const KernelSpec& spec : specs) {
+    Slot& s = m.slot(spec);
+    if (s.ready.load(std::memory_order_acquire) || s.queued.exchange(true)) continue;
+    m.background_pool().Submit([this, spec, &s] {
+      if (!impl_->closing) {
+        try {
+          get(spec);
+        } catch (const std::exception& e) {
+          // The get() that needs the kernel compiles it again and reports the error.
+          impl_->log(LogLevel::debug, fmt::format("background compile of {} failed: {}", spec.uri(), e.what()));
+        }
+      }
+      s.queued = false;
+    });
+  }
 }
 
 LoadedKernel KernelCache::load(const KernelSpec& spec) {

@@ -47,7 +47,7 @@ struct KernelCacheOptions {
   bool use_disk = true;       // false, or FLASHGEN_DISABLE_DISK_CACHE: memory only
   SourceGenerator generate;   // empty: generate_source
   LogSink log;                // empty: default_log_sink() (stderr, FLASHGEN_LOG_LEVEL)
-  int compile_threads = 0;    // get_many's thread pool; 0: hardware concurrency
+  int compile_threads = 0;    // get_many's and prefetch's threads; 0: hardware concurrency
 };
 
 class KernelCache {
@@ -65,6 +65,13 @@ class KernelCache {
   const CompiledKernel& get(const KernelSpec& spec);
   // Compiles every missing spec in parallel; returns in the order given.
   std::vector<const CompiledKernel*> get_many(std::span<const KernelSpec> specs);
+  // Starts compiling (or reading from disk) every spec not in memory yet on the cache's
+  // background threads (compile_threads of them) and returns at once: a later get() or
+  // load() of one finds it ready or waits only for the rest of its compile, and kernels
+  // already in memory are served meanwhile without waiting. Errors are not reported here:
+  // the get() that needs the kernel tries again and throws. Thread-safe; at destruction
+  // compiles not started yet are dropped, running ones finish.
+  void prefetch(std::span<const KernelSpec> specs);
   // The kernel loaded into the current CUDA context (dynamic smem attribute set);
   // one module per (kernel, context). Throws Error(no_device) without a driver.
   LoadedKernel load(const KernelSpec& spec);

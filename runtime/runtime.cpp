@@ -134,6 +134,24 @@ void Runtime::backward(const BackwardArgs& args, void* stream) {
   gpu_backward(impl_->kernels(), args, p, static_cast<CUstream>(stream), impl_->kernels_for(p, TunedPass::backward));
 }
 
+void Runtime::prepare(const ForwardArgs& args, Passes passes) {
+  const unsigned bits = static_cast<unsigned>(passes);
+  if (bits == 0 || (bits & ~static_cast<unsigned>(Passes::both)) != 0)
+    throw Error(Status::invalid_argument,
+                fmt::format("passes: is {}, expected forward (1), backward (2) or both (3)", bits));
+  const Problem p = validate_forward(args);
+  if (p.device == kCpu) return;
+  ensure_context(p.device);
+  // The forward's kernel first (the call that needs it comes first), then the backward's.
+  Candidate specs;
+  if (bits & static_cast<unsigned>(Passes::forward)) specs = impl_->kernels_for(p, TunedPass::forward);
+  if (bits & static_cast<unsigned>(Passes::backward)) {
+    const Candidate bwd = impl_->kernels_for(p, TunedPass::backward);
+    specs.insert(specs.end(), bwd.begin(), bwd.end());
+  }
+  impl_->kernels().prefetch(specs);
+}
+
 std::size_t Runtime::backward_workspace_bytes(const BackwardArgs& args) const {
   const Problem p = validate_backward(args);
   if (p.device == kCpu) return 0;

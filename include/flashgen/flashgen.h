@@ -148,6 +148,13 @@ FLASHGEN_API void flashgen_runtime_destroy(flashgen_runtime* runtime);
 FLASHGEN_API flashgen_status flashgen_forward(flashgen_runtime* runtime, const flashgen_forward_args* args, void* stream);
 FLASHGEN_API flashgen_status flashgen_backward(flashgen_runtime* runtime, const flashgen_backward_args* args,
                                                void* stream);
+/* Runtime::prepare: starts compiling the GPU kernels of these forward arguments' forward
+   (passes bit FLASHGEN_PASS_FORWARD) and/or backward (FLASHGEN_PASS_BACKWARD) on the
+   runtime's compile threads and returns at once; validates args as flashgen_forward does. */
+#define FLASHGEN_PASS_FORWARD 1u
+#define FLASHGEN_PASS_BACKWARD 2u
+FLASHGEN_API flashgen_status flashgen_prepare(flashgen_runtime* runtime, const flashgen_forward_args* args,
+                                              unsigned passes);
 /* Bytes of device workspace backward needs for these arguments (0 for CPU tensors); validates them. */
 FLASHGEN_API flashgen_status flashgen_backward_workspace_bytes(flashgen_runtime* runtime,
                                                                const flashgen_backward_args* args, size_t* bytes);

@@ -123,6 +123,9 @@ struct RuntimeOptions {
   std::vector<TuneShape> tune_shapes;
 };
 
+// The passes whose kernels Runtime::prepare compiles (a bit set).
+enum class Passes : unsigned { forward = 1, backward = 2, both = 3 };
+
 // The entry point. Thread-safe: one Runtime may serve many threads and streams.
 // Buffers on the CPU run through the CPU backend; buffers on a CUDA device run
 // through generated kernels, asynchronously on `stream` (a CUstream, may be null).
@@ -135,6 +138,16 @@ class Runtime {
 
   void forward(const ForwardArgs& args, void* stream = nullptr);
   void backward(const BackwardArgs& args, void* stream = nullptr);
+
+  // Starts compiling, on the runtime's compile threads, the GPU kernels that forward(args)
+  // and/or the backward of the same problem launch, and returns at once (no stream work, no
+  // synchronisation): those calls then find the kernels ready or wait only for the rest of
+  // their compiles, while calls whose kernels are loaded run meanwhile. A training step
+  // calls it before the first forward of a variant (PyTorch does for inputs that require
+  // grad) so that its backward does not stall on compiles. args is validated as forward()
+  // validates it; on CPU tensors there is nothing to compile. Compile errors are reported by
+  // the forward or backward that needs the kernel.
+  void prepare(const ForwardArgs& args, Passes passes = Passes::both);
 
   // Bytes of device workspace backward needs for this problem.
   std::size_t backward_workspace_bytes(const BackwardArgs& args) const;

@@ -8,6 +8,8 @@ import ctypes
 import enum
 
 CPU = -1  # FLASHGEN_CPU: the device ordinal of host memory
+PASS_FORWARD, PASS_BACKWARD = 1, 2  # FLASHGEN_PASS_*: flashgen_prepare's passes bits
+PASS_BOTH = PASS_FORWARD | PASS_BACKWARD
 
 
 class Status(enum.IntEnum):
@@ -125,6 +127,7 @@ def declare(lib):
         "flashgen_runtime_destroy": ([RuntimeHandle], None),
         "flashgen_forward": ([RuntimeHandle, p(ForwardArgs), ctypes.c_void_p], ctypes.c_int),
         "flashgen_backward": ([RuntimeHandle, p(BackwardArgs), ctypes.c_void_p], ctypes.c_int),
+        "flashgen_prepare": ([RuntimeHandle, p(ForwardArgs), ctypes.c_uint], ctypes.c_int),
         "flashgen_backward_workspace_bytes": (
             [RuntimeHandle, p(BackwardArgs), p(ctypes.c_size_t)],
             ctypes.c_int,

@@ -84,8 +84,11 @@ def _forward(
     softcap: float,
     deterministic: bool,
     return_lse: bool,
+    prepare_backward: bool,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Returns (o, lse). softmax_scale 0 means 1/sqrt(head_dim); return_lse only matters to autograd."""
+    """Returns (o, lse). softmax_scale 0 means 1/sqrt(head_dim); return_lse only matters to autograd;
+    prepare_backward: a backward follows (inputs require grad), so the first forward of a variant
+    starts compiling the backward's kernels beside its own."""
     q, k, v = _readable(q), _readable(k), _readable(v)
     _check_dtypes(q=q, k=k, v=v)
     o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
@@ -93,11 +96,23 @@ def _forward(
     options = _options(softmax_scale, causal, window_left, window_right, softcap, deterministic)
     args = _capi.forward_args(_view, options, q=q, k=k, v=v, o=o, lse=lse)
     lib = _library.library()
+    if prepare_backward and q.is_cuda:
+        variant = (q.shape, k.shape, q.dtype, q.device, softmax_scale, causal, window_left, window_right, softcap,
+                   deterministic)
+        if variant not in _prepared:
+            _library.check(lib.flashgen_prepare(_library.runtime(), ctypes.byref(args), _capi.PASS_BOTH))
+            _prepared.add(variant)
     _library.check(lib.flashgen_forward(_library.runtime(), ctypes.byref(args), _stream(q)))
     return o, lse
 
 
-def _forward_fake(q, k, v, softmax_scale, causal, window_left, window_right, softcap, deterministic, return_lse):
+# The variants whose kernels flashgen_prepare was asked for (once each: after that the
+# runtime finds them in memory, and skipping the call keeps the per-call cost down).
+_prepared = set()
+
+
+def _forward_fake(q, k, v, softmax_scale, causal, window_left, window_right, softcap, deterministic, return_lse,
+                  prepare_backward):
     o = q.new_empty(q.shape)
     lse = q.new_empty(_lse_shape(q), dtype=torch.float32)
     return o, lse
@@ -153,7 +168,7 @@ def _backward_fake(dout, q, k, v, o, lse, softmax_scale, causal, window_left, wi
 
 
 def _setup_context(ctx, inputs, output):
-    q, k, v, softmax_scale, causal, window_left, window_right, softcap, deterministic, return_lse = inputs
+    q, k, v, softmax_scale, causal, window_left, window_right, softcap, deterministic, return_lse, _ = inputs
     o, lse = output
     ctx.save_for_backward(q, k, v, o, lse)
     ctx.options = (softmax_scale, causal, window_left, window_right, softcap, deterministic)
@@ -182,7 +197,7 @@ def _gradients(ctx, dout, dlse):
     if ctx.return_lse and dlse is not None:
         dq_lse, dk_lse = _lse_gradient(q, k, v, lse, dlse, ctx.options)
         dq, dk = dq + dq_lse, dk + dk_lse
-    return dq, dk, dv, None, None, None, None, None, None, None
+    return dq, dk, dv, None, None, None, None, None, None, None, None
 
 
 def _lse_gradient(q, k, v, lse, dlse, options):
@@ -205,8 +220,10 @@ class AttentionFunction(torch.autograd.Function):
     uses where torch has no custom_op (torch < 2.4). torch.compile does not trace into it."""
 
     @staticmethod
-    def forward(ctx, q, k, v, softmax_scale, causal, window_left, window_right, softcap, deterministic, return_lse):
-        inputs = (q, k, v, softmax_scale, causal, window_left, window_right, softcap, deterministic, return_lse)
+    def forward(ctx, q, k, v, softmax_scale, causal, window_left, window_right, softcap, deterministic, return_lse,
+                prepare_backward):
+        inputs = (q, k, v, softmax_scale, causal, window_left, window_right, softcap, deterministic, return_lse,
+                  prepare_backward)
         output = _forward(*inputs)
         _setup_context(ctx, inputs, output)
         return output
@@ -255,8 +272,9 @@ def attention(
     elif not (math.isfinite(softmax_scale) and softmax_scale > 0):
         raise ValueError(f"softmax_scale: is {softmax_scale}, expected a finite value > 0 (or None for 1/sqrt(head_dim))")
     window_left, window_right = window_size
+    prepare_backward = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
     o, lse = _attention(
         q, k, v, float(softmax_scale), bool(causal), int(window_left), int(window_right), float(softcap),
-        bool(deterministic), bool(return_lse),
+        bool(deterministic), bool(return_lse), bool(prepare_backward),
     )
     return (o, lse) if return_lse else o

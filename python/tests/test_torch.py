@@ -223,7 +223,7 @@ class CpuTest(TorchTestCase):
     def test_autograd_function_matches_the_custom_op(self):
         # Where torch has custom_op, the torch < 2.4 fallback (AttentionFunction) still runs here.
         def fallback(q, k, v, causal, window_size, softcap):
-            return torch_op.AttentionFunction.apply(q, k, v, 0.0, causal, *window_size, softcap, False, False)[0]
+            return torch_op.AttentionFunction.apply(q, k, v, 0.0, causal, *window_size, softcap, False, False, True)[0]
 
         q, k, v = self.qkv(2, 31, 44, 4, 2, 32)
         options = {"causal": True, "window_size": (3, 0), "softcap": 5.0}
@@ -232,7 +232,7 @@ class CpuTest(TorchTestCase):
     @unittest.skipUnless(torch is not None and torch_op.HAS_CUSTOM_OP, "torch < 2.4 has no torch.library.opcheck")
     def test_opcheck(self):
         q, k, v = (t.requires_grad_() for t in self.qkv(1, 9, 11, 2, 1, 16))
-        args = (q, k, v, 0.0, True, -1, -1, 0.0, False, True)
+        args = (q, k, v, 0.0, True, -1, -1, 0.0, False, True, True)
         torch.library.opcheck(torch.ops.flashgen.forward.default, args)
         o, lse = torch.ops.flashgen.forward(*(a.detach() if torch.is_tensor(a) else a for a in args))
         dout = self.randn(o.shape)

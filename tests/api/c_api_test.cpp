@@ -245,6 +245,27 @@ TEST_F(CApiCall, WorkspaceBytesOfCpuTensorsIsZeroAndSuccessClearsLastError) {
   EXPECT_STREQ(flashgen_last_error(), "");
 }
 
+TEST_F(CApiCall, PrepareValidatesItsArgumentsAndIsANoOpOnCpuTensors) {
+  const AttentionCall call = factory_.make(random_cpu_geometry(random_.rng));
+  flashgen_forward_args args = to_c_forward(call);
+  EXPECT_EQ(flashgen_prepare(runtime_, &args, FLASHGEN_PASS_FORWARD | FLASHGEN_PASS_BACKWARD), FLASHGEN_OK)
+      << flashgen_last_error();
+  EXPECT_EQ(flashgen_prepare(runtime_, &args, FLASHGEN_PASS_BACKWARD), FLASHGEN_OK) << flashgen_last_error();
+  for (unsigned passes : {0u, 4u, 7u}) {
+    EXPECT_EQ(flashgen_prepare(runtime_, &args, passes), FLASHGEN_ERROR_INVALID_ARGUMENT) << passes;
+    EXPECT_THAT(flashgen_last_error(), StartsWith(fmt::format("passes: is {}, expected forward (1), backward (2) "
+                                                              "or both (3)", passes)));
+  }
+  EXPECT_EQ(flashgen_prepare(nullptr, &args, FLASHGEN_PASS_FORWARD), FLASHGEN_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(flashgen_last_error(), StartsWith("runtime: is null"));
+  EXPECT_EQ(flashgen_prepare(runtime_, nullptr, FLASHGEN_PASS_FORWARD), FLASHGEN_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(flashgen_last_error(), StartsWith("args: is null"));
+  const int64_t shape[] = {1, 2, 3, 4, 5};
+  flashgen_tensor_contiguous(&args.k, call.k.data, FLASHGEN_F32, FLASHGEN_CPU, 5, shape);
+  EXPECT_EQ(flashgen_prepare(runtime_, &args, FLASHGEN_PASS_FORWARD), FLASHGEN_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(flashgen_last_error(), HasSubstr("k: rank is 5, expected 4"));
+}
+
 // Each thread sees its own last error, even when the other thread failed in between.
 TEST_F(CApiCall, LastErrorIsPerThread) {
   const AttentionCall call = factory_.make(random_cpu_geometry(random_.rng));

@@ -4,8 +4,11 @@
 #include <nlohmann/json.hpp>
 #include <xxhash.h>
 
+#include <atomic>
+#include <condition_variable>
 #include <mutex>
 #include <random>
+#include <thread>
 
 #include "runtime/cache_directory.h"
 #include "runtime/kernel_cache.h"
@@ -229,17 +232,120 @@ TEST(KernelCache, GetManyCompilesMissingSpecsInParallelInOrder) {
   EXPECT_EQ(cache.stats().memory_hits, 1 + 6);  // the duplicate's first lookup, then all six
 }
 
-TEST(KernelCache, CompileErrorIsReportedAndRetried) {
-  ScratchDir dir;
-  int calls = 0;
+// A cache's options: `dir`, `generate`, no log output, `threads` compile threads (0: the default).
+KernelCacheOptions quiet_options(const fs::path& dir, SourceGenerator generate, int threads = 0) {
   KernelCacheOptions options;
-  options.dir = dir.path();
+  options.dir = dir;
+  options.generate = std::move(generate);
   options.log = [](LogLevel, const std::string&) {};
-  options.generate = [&calls](const KernelSpec& s) {
+  options.compile_threads = threads;
+  return options;
+}
+
+// A generator of source NVRTC rejects, counting its calls.
+template <class Counter>
+SourceGenerator broken_source(Counter& calls) {
+  return [&calls](const KernelSpec& s) {
     ++calls;
     return GeneratedSource{s.uri(), "extern \"C\" __global__ void oops( {"};
   };
-  KernelCache cache(options);
+}
+
+// A generator that holds every compile until the test opens the gate, so that the tests
+// can tell "returned at once" from "returned after compiling".
+struct GatedGenerator {
+  std::mutex mutex;
+  std::condition_variable opened_cv;
+  bool opened = false;
+  std::atomic<int> calls{0};
+  void open() {
+    {
+      std::lock_guard lock(mutex);
+      opened = true;
+    }
+    opened_cv.notify_all();
+  }
+  SourceGenerator generator() {
+    return [this](const KernelSpec& s) {
+      ++calls;
+      std::unique_lock lock(mutex);
+      opened_cv.wait(lock, [&] { return opened; });
+      return tiny_kernel(s);
+    };
+  }
+};
+
+std::vector<KernelSpec> distinct_specs(int n) {
+  std::vector<KernelSpec> specs(n);
+  for (int i = 0; i < n; ++i) {
+    specs[i].head_dim = 32 + 16 * i;
+    specs[i].arch = kAllArchs[i % std::size(kAllArchs)];
+  }
+  return specs;
+}
+
+TEST(KernelCache, PrefetchReturnsAtOnceAndGetWaitsForTheBackgroundCompile) {
+  ScratchDir dir;
+  GatedGenerator gate;
+  KernelCache cache(quiet_options(dir.path(), gate.generator(), 2));
+  const std::vector<KernelSpec> specs = distinct_specs(4);
+
+  cache.prefetch(specs);  // returns while every compile is held at the gate
+  while (gate.calls < 2) std::this_thread::yield();  // both compile threads have started one
+  EXPECT_EQ(cache.stats().compiles, 0);
+  cache.prefetch(specs);  // queued or running already: nothing is queued twice
+  gate.open();
+  const auto kernels = cache.get_many(specs);
+  for (size_t i = 0; i < specs.size(); ++i) EXPECT_EQ(kernels[i]->spec, specs[i]) << i;
+  EXPECT_EQ(cache.stats().compiles, 4) << "each kernel compiled once, by the background threads or get_many";
+  EXPECT_EQ(gate.calls, 4);
+}
+
+TEST(KernelCache, PrefetchedKernelsAreMemoryHitsAndOnDisk) {
+  ScratchDir dir;
+  auto cache = tiny_cache(dir.path());
+  const std::vector<KernelSpec> specs = distinct_specs(3);
+  cache->prefetch(specs);
+  for (const KernelSpec& s : specs) EXPECT_FALSE(cache->get(s).cubin.empty());  // waits where still compiling
+  EXPECT_EQ(cache->stats().compiles, 3);
+  cache->prefetch(specs);  // ready: nothing to do
+  for (const KernelSpec& s : specs) cache->get(s);
+  EXPECT_EQ(cache->stats().compiles, 3);
+  auto fresh = tiny_cache(dir.path());
+  for (const KernelSpec& s : specs) EXPECT_TRUE(fresh->get(s).from_disk_cache) << s.uri();
+}
+
+TEST(KernelCache, DestroyingTheCacheDropsQueuedPrefetches) {
+  ScratchDir dir;
+  GatedGenerator gate;
+  auto cache = std::make_unique<KernelCache>(quiet_options(dir.path(), gate.generator(), 1));
+  cache->prefetch(distinct_specs(6));
+  while (gate.calls < 1) std::this_thread::yield();
+  std::thread opener([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    gate.open();
+  });
+  cache.reset();  // waits for the one running compile, not for the five queued
+  opener.join();
+  EXPECT_EQ(gate.calls, 1);
+}
+
+TEST(KernelCache, PrefetchFailureIsReportedByTheGetThatNeedsIt) {
+  ScratchDir dir;
+  std::atomic<int> calls{0};
+  KernelCache cache(quiet_options(dir.path(), broken_source(calls)));
+  const KernelSpec spec;
+  const KernelSpec specs[] = {spec};
+  cache.prefetch(specs);  // fails in the background, silently
+  while (calls < 1) std::this_thread::yield();
+  EXPECT_THROW(cache.get(spec), Error);  // compiles again (after the background attempt) and throws
+  EXPECT_GE(calls.load(), 2);
+}
+
+TEST(KernelCache, CompileErrorIsReportedAndRetried) {
+  ScratchDir dir;
+  int calls = 0;
+  KernelCache cache(quiet_options(dir.path(), broken_source(calls)));
   const KernelSpec spec;
   try {
     cache.get(spec);

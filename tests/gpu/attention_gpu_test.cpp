@@ -50,6 +50,7 @@ struct Case {
   bool packed_qkv = false;  // q, k, v are views of one (batch, seqlen, hq + 2 hkv, d) buffer
   bool deterministic = false;
   float logit_std = 1.0f;  // standard deviation of the logits q.k * scale (about)
+  bool prepare = false;    // Runtime::prepare (both passes) before the forward
 };
 
 std::string case_name(const Case& c) {
@@ -256,6 +257,7 @@ void run_case(const Case& c) {
 
   Runtime rt;
   const ForwardArgs fa = pr.forward_args();
+  if (c.prepare) rt.prepare(fa);  // the kernels compile (or load) in the background meanwhile
   rt.forward(fa);
   synchronize();
 
@@ -348,6 +350,7 @@ std::vector<Case> small() {
   c.seqlen_k = 333;
   c.heads_q = 4;
   c.heads_kv = 1;
+  c.prepare = true;
   // The sm_90a warp-specialised dK/dV kernel without its dQ product (deterministic: the bwd_dq
   // kernel computes dQ), d96 (dQ halves of 64 + 32 columns), a two-sided window.
   Case d;

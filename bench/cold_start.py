@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""Cold start: first-call latency of a new variant's forward and backward, with an empty cache.
+
+Each variant runs in a fresh process with a fresh FLASHGEN_CACHE_DIR (nothing compiled yet,
+nothing in memory), twice: with inputs that require grad (the first forward starts the
+backward's compiles beside its own: Runtime::prepare) and with that hint suppressed (the
+backward compiles only when it arrives). Printed per variant: first forward, first backward
+after it, their sum, and a warm forward + backward for scale (ms, wall, synchronised).
+
+GPU machine (torch with CUDA):
+    FLASHGEN_LIBRARY=build/runtime/libflashgen.so PYTHONPATH=python python3 bench/cold_start.py
+CPU machine (no GPU): the compile wall of each variant's kernels with `flashgen cache warm`
+into an empty directory (forward, backward, both), the part of the cold start a GPU adds
+nothing to:
+    python3 bench/cold_start.py --cpu --cli build/tools/flashgen
+"""
+import argparse
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+# (name, head_dim, causal, window (left, right), softcap): the default set and option-heavy ones.
+VARIANTS = [
+    ("d64_causal", 64, True, (-1, -1), 0.0),
+    ("d128", 128, False, (-1, -1), 0.0),
+    ("d128_causal", 128, True, (-1, -1), 0.0),
+    ("d256_causal", 256, True, (-1, -1), 0.0),
+    ("d112_window_softcap", 112, False, (256, 0), 30.0),
+]
+
+
+def child(name, prepare):
+    """Runs in the fresh process: one variant's first and warm calls, as JSON on stdout."""
+    import torch
+
+    sys.path.insert(0, str(ROOT / "python"))
+    import flashgen
+    from flashgen import torch_op
+
+    _, d, causal, window, softcap = next(v for v in VARIANTS if v[0] == name)
+    b, n, h = 2, 2048, 16
+    q, k, v, do = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(4))
+    for t in (q, k, v):
+        t.requires_grad_(True)
+    if not prepare:  # the variant looks prepared already: no background compile starts
+        scale = 0.0
+        torch_op._prepared.add((q.shape, k.shape, q.dtype, q.device, scale, causal, window[0], window[1],
+                                float(softcap), False))
+    torch.cuda.synchronize()
+
+    def timed(fn):
+        start = time.perf_counter()
+        out = fn()
+        torch.cuda.synchronize()
+        return out, (time.perf_counter() - start) * 1e3
+
+    def fwd():
+        return flashgen.attention(q, k, v, causal=causal, window_size=window, softcap=softcap)
+
+    o, first_fwd = timed(fwd)
+    _, first_bwd = timed(lambda: o.backward(do))
+    o, warm_fwd = timed(fwd)
+    _, warm_bwd = timed(lambda: o.backward(do))
+    print(json.dumps({"first_fwd_ms": first_fwd, "first_bwd_ms": first_bwd, "warm_ms": warm_fwd + warm_bwd}))
+
+
+def run_gpu(args):
+    rows = []
+    for name, *_ in VARIANTS:
+        for prepare in (True, False):
+            with tempfile.TemporaryDirectory(prefix="flashgen-cold-") as cache:
+                env = dict(os.environ, FLASHGEN_CACHE_DIR=cache, FLASHGEN_AUTOTUNE="off")
+                out = subprocess.run([sys.executable, __file__, "--child", name, "--prepare", str(int(prepare))],
+                                     env=env, capture_output=True, text=True, timeout=600)
+            if out.returncode != 0:
+                print(f"{name}: failed\n{out.stderr[-2000:]}", file=sys.stderr)
+                return 1
+            r = json.loads(out.stdout.strip().splitlines()[-1])
+            r.update(variant=name, prepare=prepare)
+            rows.append(r)
+            print(f"{name:22s} prepare={int(prepare)}  first fwd {r['first_fwd_ms']:7.0f} ms  first bwd "
+                  f"{r['first_bwd_ms']:7.0f} ms  total {r['first_fwd_ms'] + r['first_bwd_ms']:7.0f} ms  "
+                  f"(warm fwd+bwd {r['warm_ms']:.1f} ms)", flush=True)
+    return write(args, {"mode": "gpu", "rows": rows})
+
+
+def run_cpu(args):
+    rows = []
+    for name, d, causal, window, softcap in VARIANTS:
+        row = {"variant": name}
+        for passes in ("fwd", "bwd", "fwd,bwd"):
+            with tempfile.TemporaryDirectory(prefix="flashgen-cold-") as cache:
+                cmd = [args.cli, "cache", "warm", "--cache-dir", cache, "--head-dims", str(d), "--dtypes", "bf16",
+                       "--archs", "sm_90a", "--causal", "1" if causal else "0", "--passes", passes]
+                if window != (-1, -1):
+                    cmd += ["--window", f"{window[0]},{window[1]}"]
+                if softcap:
+                    cmd += ["--softcap", str(softcap)]
+                start = time.perf_counter()
+                out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+                row[passes] = (time.perf_counter() - start) * 1e3
+            if out.returncode != 0:
+                print(f"{name} {passes}: {' '.join(cmd)} failed\n{out.stderr[-2000:]}", file=sys.stderr)
+                return 1
+        rows.append(row)
+        print(f"{name:22s} compile wall: fwd {row['fwd']:6.0f} ms  bwd {row['bwd']:6.0f} ms  fwd+bwd "
+              f"{row['fwd,bwd']:6.0f} ms ({os.cpu_count()} cores)", flush=True)
+    return write(args, {"mode": "cpu", "cores": os.cpu_count(), "rows": rows})
+
+
+def write(args, result):
+    if args.json:
+        pathlib.Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+        print(f"wrote {args.json}")
+    return 0
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--cpu", action="store_true", help="compile walls with `flashgen cache warm` (no GPU needed)")
+    p.add_argument("--cli", default=str(ROOT / "build" / "tools" / "flashgen"), help="the flashgen CLI (--cpu)")
+    p.add_argument("--json", help="also write the results here")
+    p.add_argument("--child", help=argparse.SUPPRESS)
+    p.add_argument("--prepare", type=int, default=1, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child:
+        child(args.child, bool(args.prepare))
+        return 0
+    return run_cpu(args) if args.cpu else run_gpu(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

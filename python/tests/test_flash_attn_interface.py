@@ -1,0 +1,103 @@
+"""flashgen.flash_attn_interface against FlashAttention-2's documented calls.
+
+Signatures: the parameter names, order and defaults of flash_attn 2.6+'s flash_attn_func,
+flash_attn_kvpacked_func and flash_attn_qkvpacked_func (its docstrings), so that code written
+for flash_attn runs unchanged. Results: against standard attention in float64 (test_torch's
+reference), forward and gradients, on the CPU backend (the CUDA tensors too where a GPU is).
+"""
+import inspect
+import math
+import unittest
+
+try:
+    import torch
+except ImportError:
+    torch = None
+    print("flashgen-test: skipping: torch is not installed")
+
+if torch is not None:
+    from flashgen import flash_attn_interface as fai
+    from test_torch import standard_attention
+
+# flash_attn 2.6+ (flash_attn_interface.py): names, order, defaults.
+FA2_TAIL = [
+    ("dropout_p", 0.0),
+    ("softmax_scale", None),
+    ("causal", False),
+    ("window_size", (-1, -1)),
+    ("softcap", 0.0),
+    ("alibi_slopes", None),
+    ("deterministic", False),
+    ("return_attn_probs", False),
+]
+FA2_SIGNATURES = {
+    "flash_attn_func": ["q", "k", "v"],
+    "flash_attn_kvpacked_func": ["q", "kv"],
+    "flash_attn_qkvpacked_func": ["qkv"],
+}
+
+
+@unittest.skipIf(torch is None, "torch is not installed")
+class FlashAttnInterfaceTest(unittest.TestCase):
+    def setUp(self):
+        self.gen = torch.Generator().manual_seed(torch.seed() % 2**31)
+        self.devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+    def randn(self, *shape, device="cpu", dtype=torch.float32):
+        return torch.randn(*shape, generator=self.gen).to(device=device, dtype=dtype)
+
+    def test_signatures_are_flash_attn_2s(self):
+        for name, positional in FA2_SIGNATURES.items():
+            params = list(inspect.signature(getattr(fai, name)).parameters.values())
+            self.assertEqual([p.name for p in params], positional + [n for n, _ in FA2_TAIL], name)
+            for p in params[: len(positional)]:
+                self.assertIs(p.default, inspect.Parameter.empty, f"{name}: {p.name}")
+            for p, (_, default) in zip(params[len(positional):], FA2_TAIL):
+                self.assertEqual(p.default, default, f"{name}: {p.name}")
+
+    def check(self, got, q, k, v, **options):
+        """got (o) against float64 standard attention; gradients through autograd."""
+        ref, _ = standard_attention(q.double(), k.double(), v.double(), **options)
+        self.assertLess((got.double() - ref).abs().max().item(), 1e-4 if q.dtype == torch.float32 else 2e-2)
+
+    def test_flash_attn_func_matches_standard_attention(self):
+        for device in self.devices:
+            dtype = torch.float32 if device == "cpu" else torch.bfloat16
+            q = self.randn(2, 37, 4, 64, device=device, dtype=dtype)
+            k, v = self.randn(2, 53, 2, 64, device=device, dtype=dtype), self.randn(2, 53, 2, 64, device=device, dtype=dtype)
+            for options in ({}, {"causal": True}, {"window_size": (9, 3), "softcap": 5.0, "softmax_scale": 0.2}):
+                with self.subTest(device=device, **{k_: str(v_) for k_, v_ in options.items()}):
+                    self.check(fai.flash_attn_func(q, k, v, 0.0, **options), q, k, v, **options)
+
+    def test_packed_calls_equal_the_unpacked_one_and_differentiate(self):
+        qkv = self.randn(1, 29, 3, 2, 32).requires_grad_()
+        o = fai.flash_attn_qkvpacked_func(qkv, causal=True)
+        q, k, v = (qkv[:, :, i].detach() for i in range(3))
+        self.assertTrue(torch.equal(o, fai.flash_attn_func(q, k, v, causal=True)))
+        kv = torch.stack([k, v], dim=2)
+        self.assertTrue(torch.equal(fai.flash_attn_kvpacked_func(q, kv, causal=True), o.detach()))
+        dout = self.randn(*o.shape)
+        o.backward(dout)
+        qr, kr, vr = (qkv[:, :, i].detach().double().requires_grad_() for i in range(3))
+        ref, _ = standard_attention(qr, kr, vr, causal=True)
+        ref.backward(dout.double())
+        for i, t in enumerate((qr, kr, vr)):
+            self.assertLess((qkv.grad[:, :, i].double() - t.grad).abs().max().item(), 1e-4, "qkv"[i])
+
+    def test_what_flashgen_does_not_do_is_refused(self):
+        q = k = v = self.randn(1, 8, 2, 32)
+        with self.assertRaisesRegex(ValueError, r"dropout_p: is 0.1, expected 0.0"):
+            fai.flash_attn_func(q, k, v, 0.1)
+        with self.assertRaisesRegex(ValueError, r"alibi_slopes: is set, expected None"):
+            fai.flash_attn_func(q, k, v, alibi_slopes=torch.ones(2))
+        with self.assertRaisesRegex(ValueError, r"return_attn_probs: is True, expected False"):
+            fai.flash_attn_func(q, k, v, return_attn_probs=True)
+        with self.assertRaisesRegex(ValueError, r"kv: shape is \(1, 8, 2, 32\), expected"):
+            fai.flash_attn_kvpacked_func(q, k)
+        with self.assertRaisesRegex(ValueError, r"qkv: shape is \(1, 8, 2, 32\), expected"):
+            fai.flash_attn_qkvpacked_func(q)
+        self.assertTrue(math.isfinite(fai.flash_attn_func(q, k, v).sum().item()))
+
+
+if __name__ == "__main__":
+    unittest.main()
