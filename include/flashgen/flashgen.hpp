@@ -64,6 +64,13 @@ struct ForwardArgs {
   AttentionOptions options;
 };
 
+// Logit range. The backward, like FlashAttention's, recomputes P = exp(s - lse) from the
+// forward's fp32 lse (row max plus log row sum), so every recomputed P carries a relative
+// error of about |lse| * 2^-24. That stays below the inputs' own precision while |lse| <=
+// 2^13 for fp16 and 2^16 for bf16 (logits softmax_scale * q.k of that size): the supported
+// range. Beyond it gradients degrade gradually (at |lse| ~ 3e10, from fp16 inputs of 65504,
+// log(row sum) is below lse's ulp and P loses its normalisation); forward outputs and lse
+// stay exact to fp32 at any finite logit.
 struct BackwardArgs {
   Tensor q, k, v, o, lse, dout;  // inputs (lse is required)
   Tensor dq, dk, dv;             // outputs, shapes like q, k, v, dtypes like the inputs
