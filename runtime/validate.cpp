@@ -64,9 +64,16 @@ std::optional<std::int64_t> span_bytes(const Arg& a) {
 }
 
 void check_span(const Arg& a) {
-  if (!span_bytes(a))
+  const std::optional<std::int64_t> bytes = span_bytes(a);
+  if (!bytes)
     fail(Status::invalid_argument, "{}: shape ({}) with strides ({}) spans more than 2^63 bytes, expected a view that fits in memory",
          a.name, fmt::join(a.shape(), ", "), fmt::join(a.stride(), ", "));
+  // The overlap checks and the backends compute data + span: it must not wrap around.
+  std::uintptr_t end = 0;
+  if (__builtin_add_overflow(address(a.t.data), static_cast<std::uintptr_t>(*bytes), &end))
+    fail(Status::invalid_argument,
+         "{}: view at {} spans {} bytes, past the end of the address space, expected a view that fits in memory", a.name,
+         fmt::ptr(a.t.data), *bytes);
 }
 
 // Everything a tensor must satisfy on its own.
@@ -340,7 +347,12 @@ void check_workspace(const BackwardArgs& args, const Problem& p, const std::vect
     fail(Status::invalid_argument, "workspace_bytes: is 0 but workspace is {}, expected the buffer's size in bytes",
          fmt::ptr(args.workspace));
   if (args.workspace != nullptr) {
-    const std::uintptr_t lo = address(args.workspace), hi = lo + args.workspace_bytes;
+    const std::uintptr_t lo = address(args.workspace);
+    std::uintptr_t hi = 0;
+    if (__builtin_add_overflow(lo, args.workspace_bytes, &hi))
+      fail(Status::invalid_argument,
+           "workspace: [{}, +{} bytes) runs past the end of the address space, expected a buffer that fits in memory",
+           fmt::ptr(args.workspace), args.workspace_bytes);
     for (const Arg& a : tensors) {
       const ByteRange r = byte_range(a);
       if (r.lo < hi && lo < r.hi)

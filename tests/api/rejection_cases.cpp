@@ -263,6 +263,15 @@ const std::vector<RejectionCase>& rejection_cases() {
          return "q: shape (4294967296, 4294967296, ";
        }},
 
+      {"q_view_wraps_address_space", kBoth, B::cpu, kInvalid, [](AttentionCall& c) {
+         c.q.data = reinterpret_cast<void*>(std::numeric_limits<std::uintptr_t>::max() - 15);  // the CPU backend would read it
+         return fmt::format("q: view at {} spans", fmt::ptr(c.q.data));
+       }},
+      {"dk_view_wraps_address_space", kBackward, B::cpu, kInvalid, [](AttentionCall& c) {
+         c.dk.data = reinterpret_cast<void*>(std::numeric_limits<std::uintptr_t>::max() - 15);  // overlap checks would wrap
+         return fmt::format("dk: view at {} spans", fmt::ptr(c.dk.data));
+       }},
+
       // Workspace.
       {"workspace_overlaps_q", kBackward, B::cpu, kInvalid, [](AttentionCall& c) -> std::string {
          c.workspace = c.q.data;
@@ -272,6 +281,12 @@ const std::vector<RejectionCase>& rejection_cases() {
       {"workspace_null_with_bytes", kBackward, B::cpu, kInvalid, [](AttentionCall& c) -> std::string {
          c.workspace_bytes = 4096;
          return "workspace: is null but workspace_bytes is 4096";
+       }},
+      {"workspace_size_wraps_address_space", kBackward, B::cpu, kInvalid, [](AttentionCall& c) {
+         c.workspace = c.q.data;  // [q, q + SIZE_MAX) covers q: a wrapped end must not hide that
+         c.workspace_bytes = std::numeric_limits<std::size_t>::max();
+         return fmt::format("workspace: [{}, +{} bytes) runs past the end of the address space", fmt::ptr(c.workspace),
+                            c.workspace_bytes);
        }},
       {"workspace_without_bytes", kBackward, B::device, kInvalid, [](AttentionCall& c) {
          c.workspace = c.q.data;
