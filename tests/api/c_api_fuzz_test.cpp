@@ -132,6 +132,8 @@ class Fuzzer {
     flashgen_status s = flashgen_forward(runtime_, &fwd, nullptr);
     record("valid forward", s, succeeded(s, [&] { return check_forward(call, true); }));
     if (s != FLASHGEN_OK) return;
+    s = flashgen_prepare(runtime_, &fwd, 1 + static_cast<unsigned>(rng() % 3));  // CPU tensors: nothing to compile
+    record("valid prepare", s, succeeded(s, [] { return std::string(); }));
 
     const flashgen_backward_args bwd = call.backward();
     std::size_t bytes = 12345;
@@ -196,8 +198,10 @@ class Fuzzer {
       return;
     }
     if (!backward) {
-      const flashgen_status s = flashgen_forward(runtime_, &fwd, nullptr);
+      flashgen_status s = flashgen_forward(runtime_, &fwd, nullptr);
       record(area, s, refused(s, *e, call, before));
+      s = flashgen_prepare(runtime_, &fwd, FLASHGEN_PASS_FORWARD | FLASHGEN_PASS_BACKWARD);
+      record(fmt::format("{} (prepare)", m.name), s, refused(s, *e, call, before));
       return;
     }
     flashgen_status s = flashgen_backward(runtime_, &bwd, nullptr);
@@ -233,6 +237,8 @@ class Fuzzer {
                    Check&& check) {
     flashgen_status s = flashgen_forward(runtime_, &fwd, nullptr);
     record(area + " (forward)", s, check(s));
+    s = flashgen_prepare(runtime_, &fwd, FLASHGEN_PASS_FORWARD | FLASHGEN_PASS_BACKWARD);
+    record(area + " (prepare)", s, check(s));
     s = flashgen_backward(runtime_, &bwd, nullptr);
     record(area + " (backward)", s, check(s));
     std::size_t bytes = 0;
