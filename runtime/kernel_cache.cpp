@@ -132,8 +132,8 @@ struct KernelCache::Impl {
   void memory_only(const std::string& why) {
     disk_writable = false;
     if (!warned_memory_only.exchange(true))
-      log(LogLevel::warning, fmt::format("kernel cache {} is not writable ({}): kernels are compiled in memory "
-                                         "for this process only",
+      log(LogLevel::warning, fmt::format("kernel cache {} is not writable ({}): its entries are still used, "
+                                         "kernels missing from it are compiled in memory for this process only",
                                          disk.root().string(), why));
   }
 

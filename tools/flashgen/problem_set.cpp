@@ -8,9 +8,6 @@
 
 namespace flashgen::cli {
 
-namespace {
-
-// CLI11 reads an empty value as 0 or "": say what was meant instead.
 CLI::Validator not_empty(const char* expected) {
   return CLI::Validator(
       [expected](const std::string& value) {
@@ -18,8 +15,6 @@ CLI::Validator not_empty(const char* expected) {
       },
       "");
 }
-
-}  // namespace
 
 void ProblemSetOptions::add_to(CLI::App& cmd) {
   cmd.add_option("--head-dims", head_dims, "head dimensions (comma-separated)")

@@ -27,6 +27,9 @@ struct ProblemSetOptions {
   void add_to(CLI::App& cmd);
 };
 
+// A list option's check: CLI11 reads an empty value as 0 or "", this says what was meant.
+CLI::Validator not_empty(const char* expected);
+
 // Every shape of the set (with a window of seqlen/8 to the left and a cap of 30 where the
 // variant has one: only their presence selects kernels). Throws Error(invalid_argument)
 // naming the option: an empty list, a head dim outside the GPU kernels' range, a dtype
