@@ -223,6 +223,8 @@ void add_cache_warm(CLI::App& cache) {
   auto o = std::make_shared<WarmOptions>();
   auto* cmd = cache.add_subcommand(
       "warm", "compile the kernels the runtime selects for a set of problems into the cache directory (for images)");
+  cmd->footer("For container images: warm the directory when the image is built, set FLASHGEN_CACHE_DIR to it at "
+              "run time; read-only is fine (docs/cache.md).");
   o->problems.add_to(*cmd);
   cmd->get_option("--seqlens")
       ->description("sequence lengths, e.g. 1k,4k,16k: they matter only on sm_90a at head dims that are no multiple "
