@@ -70,15 +70,7 @@ DeviceProfile query_device_profile(int device) {
 }
 
 std::vector<TuningKey> tuning_keys(const TuneShape& shape, Arch arch) {
-  Problem p;
-  p.head_dim = shape.head_dim;
-  p.dtype = shape.dtype;
-  p.seqlen_q = shape.seqlen_q;
-  p.seqlen_k = shape.seqlen_k;
-  p.batch = p.heads_q = p.heads_kv = 1;
-  p.options = shape.options;
-  if (p.options.causal) p.options.window_right = 0;  // as validate() folds it
-  const ProblemKey key = problem_key(p);
+  const ProblemKey key = problem_key(shape);
   std::vector<TuningKey> out;
   if (shape.forward) out.push_back(tuning_key(key, TunedPass::forward, arch));
   if (shape.backward) out.push_back(tuning_key(key, TunedPass::backward, arch));

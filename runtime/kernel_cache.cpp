@@ -132,8 +132,8 @@ struct KernelCache::Impl {
   void memory_only(const std::string& why) {
     disk_writable = false;
     if (!warned_memory_only.exchange(true))
-      log(LogLevel::warning, fmt::format("kernel cache {} is not writable ({}): kernels are compiled in memory "
-                                         "for this process only",
+      log(LogLevel::warning, fmt::format("kernel cache {} is not writable ({}): its entries are still used, "
+                                         "kernels missing from it are compiled in memory for this process only",
                                          disk.root().string(), why));
   }
 
@@ -355,36 +355,42 @@ KernelCache::~KernelCache() {
 
 const CompiledKernel& KernelCache::get(const KernelSpec& spec) { return impl_->ready_slot(spec).kernel; }
 
-std::vector<const CompiledKernel*> KernelCache::get_many(std::span<const KernelSpec> specs) {
+std::vector<const CompiledKernel*> KernelCache::get_many(std::span<const KernelSpec> specs,
+                                                         const KernelReadySink& on_ready) {
   std::vector<const CompiledKernel*> out(specs.size(), nullptr);
+  std::vector<std::exception_ptr> errors(specs.size());
+  std::mutex report_mutex;
+  // Resolves spec i (on any thread) and reports it.
+  const auto resolve = [&](size_t i) {
+    KernelReady ready;
+    ready.index = i;
+    try {
+      out[i] = ready.kernel = &get(specs[i]);
+    } catch (...) {
+      errors[i] = ready.error = std::current_exception();
+    }
+    if (on_ready) {
+      std::lock_guard lock(report_mutex);
+      on_ready(ready);
+    }
+  };
   std::vector<size_t> missing;
   for (size_t i = 0; i < specs.size(); ++i) {
-    Slot& s = impl_->slot(specs[i]);
-    if (s.ready.load(std::memory_order_acquire)) {
-      ++impl_->memory_hits;
-      out[i] = &s.kernel;
-    } else {
+    if (impl_->slot(specs[i]).ready.load(std::memory_order_acquire))
+      resolve(i);  // a memory hit
+    else
       missing.push_back(i);
-    }
   }
   if (missing.size() <= 1) {
-    for (size_t i : missing) out[i] = &get(specs[i]);
-    return out;
+    for (size_t i : missing) resolve(i);
+  } else {
+    thread_pool::ThreadPool pool(std::min(impl_->compile_threads(), missing.size()));
+    std::vector<std::future<void>> done;
+    for (size_t i : missing) done.push_back(pool.Submit(resolve, i));
+    for (auto& d : done) d.get();
   }
-
-  thread_pool::ThreadPool pool(std::min(impl_->compile_threads(), missing.size()));
-  std::vector<std::future<const CompiledKernel*>> results;
-  for (size_t i : missing)
-    results.push_back(pool.Submit([this, &specs](size_t j) { return &get(specs[j]); }, i));
-  std::exception_ptr first_error;
-  for (size_t r = 0; r < results.size(); ++r) {
-    try {
-      out[missing[r]] = results[r].get();
-    } catch (...) {
-      if (!first_error) first_error = std::current_exception();
-    }
-  }
-  if (first_error) std::rethrow_exception(first_error);
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
   return out;
 }
 

@@ -9,6 +9,7 @@
 // compiled in memory.
 #pragma once
 
+#include <exception>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -39,6 +40,16 @@ struct LoadedKernel {
   const CompiledKernel* kernel = nullptr;  // owned by the cache
 };
 
+// What get_many reports for one spec as soon as it is resolved: its index in the specs
+// given, the kernel (null on failure) and the failure (null on success).
+struct KernelReady {
+  size_t index = 0;
+  const CompiledKernel* kernel = nullptr;
+  std::exception_ptr error;
+};
+// Called once per spec, never twice at a time (get_many serialises the calls).
+using KernelReadySink = std::function<void(const KernelReady&)>;
+
 // KernelSpec -> source; generate_source by default (tests plug in tiny kernels).
 using SourceGenerator = std::function<GeneratedSource(const KernelSpec&)>;
 
@@ -63,8 +74,11 @@ class KernelCache {
   // The compiled kernel for spec: memory, else disk (verified), else NVRTC (and stored).
   // The reference stays valid for the cache's lifetime. Thread-safe.
   const CompiledKernel& get(const KernelSpec& spec);
-  // Compiles every missing spec in parallel; returns in the order given.
-  std::vector<const CompiledKernel*> get_many(std::span<const KernelSpec> specs);
+  // Compiles every missing spec in parallel; returns in the order given. `on_ready` hears of
+  // each spec as it is resolved (for progress); after all are done, the first failure is
+  // rethrown.
+  std::vector<const CompiledKernel*> get_many(std::span<const KernelSpec> specs,
+                                              const KernelReadySink& on_ready = {});
   // Starts compiling (or reading from disk) every spec not in memory yet on the cache's
   // background threads (compile_threads of them) and returns at once: a later get() or
   // load() of one finds it ready or waits only for the rest of its compile, and kernels

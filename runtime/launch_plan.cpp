@@ -30,6 +30,18 @@ ProblemKey problem_key(const Problem& p) {
   return k;
 }
 
+ProblemKey problem_key(const TuneShape& shape) {
+  Problem p;
+  p.head_dim = shape.head_dim;
+  p.dtype = shape.dtype;
+  p.seqlen_q = shape.seqlen_q;
+  p.seqlen_k = shape.seqlen_k;
+  p.batch = p.heads_q = p.heads_kv = 1;
+  p.options = shape.options;
+  if (p.options.causal) p.options.window_right = 0;  // as validate() folds it
+  return problem_key(p);
+}
+
 namespace {
 
 FlashStrides strides(const Tensor& t) { return {t.stride[0], t.stride[1], t.stride[2]}; }

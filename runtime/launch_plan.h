@@ -28,6 +28,9 @@ std::size_t backward_workspace_bytes(const Problem& p);
 
 // What kernel selection (heuristic table or autotune winners) looks at for a problem.
 ProblemKey problem_key(const Problem& p);
+// The same for a declared shape (batch and heads 1, causal folded in as validation does):
+// what `flashgen tune` tunes and `flashgen cache warm` compiles for it.
+ProblemKey problem_key(const TuneShape& shape);
 
 std::vector<KernelLaunch> plan_forward(const ForwardArgs& args, const Problem& p, Arch arch);
 // `workspace` holds backward_workspace_bytes(p) bytes of device memory.

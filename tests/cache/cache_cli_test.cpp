@@ -8,6 +8,7 @@
 #include "runtime/cache_directory.h"
 #include "runtime/kernel_cache.h"
 #include "tests/cache/cache_test_support.h"
+#include "tests/cache/cli_run.h"
 
 namespace flashgen {
 namespace {
@@ -15,25 +16,12 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 using testing_support::read_bytes;
+using testing_support::flashgen;
+using testing_support::CliRun;
 using testing_support::ScratchDir;
 using testing_support::tiny_kernel;
 using testing_support::write_bytes;
 namespace fs = std::filesystem;
-
-struct CliRun {
-  int status = -1;  // 124: killed by `timeout`
-  std::string output;  // stdout and stderr
-};
-
-// `env flashgen args`, bounded by coreutils' timeout so a hang fails instead of blocking.
-CliRun flashgen(const std::string& env, const std::string& args) {
-  ScratchDir scratch;
-  const fs::path out = scratch.path() / "output";
-  const std::string command =
-      fmt::format("env {} timeout 60 '{}' {} >'{}' 2>&1 </dev/null", env, FLASHGEN_CLI, args, out.string());
-  const int raw = std::system(command.c_str());
-  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, read_bytes(out)};
-}
 
 // Two entries in `dir`; returns the second's directory.
 fs::path two_entries(const fs::path& dir) {

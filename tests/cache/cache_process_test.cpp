@@ -24,6 +24,8 @@ namespace {
 
 using ::testing::HasSubstr;
 using testing_support::read_bytes;
+using testing_support::exit_code;
+using testing_support::run_without_write_access;
 using testing_support::ScratchDir;
 using testing_support::tiny_kernel;
 namespace fs = std::filesystem;
@@ -53,12 +55,6 @@ pid_t spawn_helper(std::vector<std::string> args, const fs::path& out_file, cons
     _exit(127);
   }
   return pid;
-}
-
-int exit_code(pid_t pid) {
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 TEST(KernelCacheProcesses, EightProcessesRacingOnOneKeyCompileOnce) {
@@ -180,31 +176,6 @@ TEST(KernelCacheProcesses, LockHeldByALiveProcessIsWaitedForThenCompiledInMemory
   EXPECT_THAT(log, HasSubstr(fmt::format("warning: kernel cache: process {} compiling {} still holds", owner,
                                          spec.uri())));
   EXPECT_THAT(log, HasSubstr("compiling " + spec.uri() + " in memory without the cache"));
-}
-
-// Runs `scenario` in a child process that cannot write `dir`: as root, the child
-// becomes `nobody` (the root-owned dir is read-only to it); otherwise the dir is chmod'ed.
-// The child reports failures on stderr and through its exit code.
-int run_without_write_access(const fs::path& dir, const std::function<int()>& scenario) {
-  const bool root = geteuid() == 0;
-  if (!root)
-    for (const auto& p : fs::recursive_directory_iterator(dir))
-      fs::permissions(p, fs::perms::owner_write | fs::perms::group_write | fs::perms::others_write,
-                      fs::perm_options::remove);
-  if (!root)
-    fs::permissions(dir, fs::perms::owner_write | fs::perms::group_write | fs::perms::others_write,
-                    fs::perm_options::remove);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    if (root && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(77);
-    _exit(scenario());
-  }
-  const int code = exit_code(pid);
-  if (!root)
-    for (const auto& p : fs::recursive_directory_iterator(dir))
-      fs::permissions(p, fs::perms::owner_write, fs::perm_options::add);
-  if (!root) fs::permissions(dir, fs::perms::owner_write, fs::perm_options::add);
-  return code;
 }
 
 TEST(KernelCacheProcesses, ReadOnlyDirectoryCompilesInMemoryWithOneWarning) {

@@ -122,4 +122,35 @@ inline int run_bounded(double seconds, const std::function<int()>& body) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+// The exit code of child `pid` (128 + signal when it was killed), once it has ended.
+inline int exit_code(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Runs `scenario` in a child process that cannot write `dir`: as root (who ignores
+// permissions) the child becomes `nobody`, to whom the root-owned dir is read-only;
+// otherwise the dir is chmod'ed a-w for the run. The child reports failures on stderr and
+// through its exit code; 77: it could not become `nobody`.
+inline int run_without_write_access(const std::filesystem::path& dir, const std::function<int()>& scenario) {
+  namespace fs = std::filesystem;
+  const bool root = geteuid() == 0;
+  const auto set_write = [&](fs::perms which, fs::perm_options how) {
+    for (const auto& p : fs::recursive_directory_iterator(dir)) fs::permissions(p, which, how);
+    fs::permissions(dir, which, how);
+  };
+  const auto all_write = fs::perms::owner_write | fs::perms::group_write | fs::perms::others_write;
+  if (!root) set_write(all_write, fs::perm_options::remove);
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    if (root && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(77);
+    _exit(scenario());
+  }
+  const int code = exit_code(pid);
+  if (!root) set_write(fs::perms::owner_write, fs::perm_options::add);
+  return code;
+}
+
 }  // namespace flashgen::testing_support

@@ -4,7 +4,9 @@
 #include <nlohmann/json.hpp>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <random>
@@ -230,6 +232,52 @@ TEST(KernelCache, GetManyCompilesMissingSpecsInParallelInOrder) {
   EXPECT_EQ(again, kernels);
   EXPECT_EQ(cache.stats().compiles, 5);
   EXPECT_EQ(cache.stats().memory_hits, 1 + 6);  // the duplicate's first lookup, then all six
+}
+
+TEST(KernelCache, GetManyReportsEachSpecOnceWithItsKernelOrItsFailure) {
+  ScratchDir dir;
+  std::vector<KernelSpec> specs(4);
+  for (int i = 0; i < 4; ++i) specs[i].head_dim = 32 * (i + 1);
+  KernelCacheOptions options;
+  options.dir = dir.path();
+  // The third spec's source does not compile.
+  options.generate = [bad = specs[2]](const KernelSpec& s) {
+    return s == bad ? GeneratedSource{s.uri(), "extern \"C\" __global__ void oops( {"} : tiny_kernel(s);
+  };
+  options.log = [](LogLevel, const std::string&) {};
+  options.compile_threads = 2;
+  KernelCache cache(options);
+  cache.get(specs[0]);  // a memory hit is reported too
+
+  std::vector<KernelReady> reports;
+  std::atomic<int> in_sink{0};
+  bool overlapped = false;
+  const KernelReadySink sink = [&](const KernelReady& r) {
+    overlapped = overlapped || in_sink.fetch_add(1) != 0;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    reports.push_back(r);
+    --in_sink;
+  };
+  try {
+    cache.get_many(specs, sink);
+    FAIL() << "get_many hid the failed compile";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), Status::compile_error);
+    EXPECT_THAT(e.what(), HasSubstr(specs[2].uri()));
+  }
+  EXPECT_FALSE(overlapped) << "the sink was called from two threads at a time";
+  ASSERT_EQ(reports.size(), specs.size());
+  std::sort(reports.begin(), reports.end(), [](const auto& a, const auto& b) { return a.index < b.index; });
+  for (size_t i = 0; i < specs.size(); ++i) {
+    EXPECT_EQ(reports[i].index, i);
+    EXPECT_EQ(reports[i].error != nullptr, i == 2) << i;
+    EXPECT_EQ(reports[i].kernel == nullptr, i == 2) << i;
+    if (reports[i].kernel) {
+      EXPECT_EQ(reports[i].kernel->spec, specs[i]) << i;
+    }
+  }
+  EXPECT_EQ(cache.stats().compiles, 3);
+  EXPECT_EQ(cache.stats().memory_hits, 1);
 }
 
 // A cache's options: `dir`, `generate`, no log output, `threads` compile threads (0: the default).

@@ -49,12 +49,14 @@ const char* to_string(BenchPass pass) {
   return "?";
 }
 
-std::vector<bool> parse_causal(const std::string& text) {
+std::vector<bool> parse_on_off_both(const std::string& text, const char* flag) {
   if (text == "off") return {false};
   if (text == "on") return {true};
   if (text == "both") return {false, true};
-  bad_flag(fmt::format("--causal: got '{}', expected on, off or both", text));
+  bad_flag(fmt::format("{}: got '{}', expected on, off or both", flag, text));
 }
+
+std::vector<bool> parse_causal(const std::string& text) { return parse_on_off_both(text, "--causal"); }
 
 std::int64_t parse_length(const std::string& text, const char* flag) {
   std::int64_t value = 0;

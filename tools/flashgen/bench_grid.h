@@ -52,9 +52,11 @@ struct BenchPlan {
 };
 BenchPlan make_bench_plan(const BenchOptions& options);
 
-// Flag values `flashgen bench` and `flashgen tune` share. "512" -> 512, "4k" / "4K" -> 4096;
-// "on" / "off" / "both" -> the causal settings to run. Throw Error(invalid_argument) naming the flag.
+// Flag values `flashgen bench`, `tune` and `cache warm` share. "512" -> 512, "4k" / "4K" -> 4096;
+// "on" / "off" / "both" -> the settings to run (parse_causal: of --causal). Throw
+// Error(invalid_argument) naming the flag.
 std::int64_t parse_length(const std::string& text, const char* flag);
+std::vector<bool> parse_on_off_both(const std::string& text, const char* flag);
 std::vector<bool> parse_causal(const std::string& text);
 
 // The FLOPs of h200-peers.md: forward 4·B·H·N²·D, halved when causal; backward 2.5×,

@@ -1,5 +1,5 @@
 // `flashgen cache stats|ls|clear|env`: the on-disk kernel cache and the environment
-// variables flashgen reads.
+// variables flashgen reads (`cache warm`: cache_warm.cpp).
 #include <fmt/format.h>
 
 #include <cstdint>
@@ -106,7 +106,8 @@ void env() {
 }  // namespace
 
 void register_cache(CLI::App& app) {
-  auto* cmd = app.add_subcommand("cache", "inspect or clear the on-disk kernel cache; list flashgen's environment");
+  auto* cmd =
+      app.add_subcommand("cache", "inspect, clear or warm the on-disk kernel cache; list flashgen's environment");
   cmd->require_subcommand(1);
   auto dir = std::make_shared<std::string>();
   auto add_dir = [dir](CLI::App* sub) {
@@ -123,6 +124,7 @@ void register_cache(CLI::App& app) {
                                          "report what else it left");
   add_dir(c);
   c->callback([dir] { clear(*dir); });
+  add_cache_warm(*cmd);
   auto* e = cmd->add_subcommand("env", "the FLASHGEN_* environment variables: meaning, value, effect on the cache");
   e->callback([] { env(); });
 }

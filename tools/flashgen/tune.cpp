@@ -2,12 +2,10 @@
 // winner with its margin over the heuristic default. The winners go to
 // <cache dir>/autotune.json, where every Runtime (policy cached and up) finds them.
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <iostream>
 #include <memory>
 
@@ -18,52 +16,30 @@
 #include "runtime/cuda_driver.h"
 #include "runtime/environment.h"
 #include "runtime/kernel_cache.h"
-#include "tools/flashgen/bench_grid.h"
 #include "tools/flashgen/commands.h"
+#include "tools/flashgen/problem_set.h"
+#include "tools/flashgen/status_line.h"
 
 namespace flashgen::cli {
 namespace {
 
 struct TuneOptions {
-  std::vector<int> head_dims = {64, 128};
-  std::vector<std::string> dtypes = {"bf16", "fp16"};
-  std::string causal = "both";
-  std::vector<std::string> seqlens = {"1k", "4k", "16k"};
-  std::vector<std::string> passes = {"fwd", "bwd"};
+  ProblemSetOptions problems;  // --head-dims, --dtypes, --causal, --seqlens, --passes
   bool softcap = false;
   bool window = false;
   bool deterministic = false;
   bool full = false;
   bool list = false;
-  int device = 0;
   std::string arch = "sm_90a";
   std::string cache_dir;
 };
 
 std::vector<TuneShape> shapes_of(const TuneOptions& o) {
-  const std::vector<bool> causal_values = parse_causal(o.causal);
-  std::vector<TuneShape> out;
-  for (int d : o.head_dims)
-    for (const std::string& t : o.dtypes)
-      for (bool causal : causal_values)
-        for (const std::string& n : o.seqlens) {
-          TuneShape s;
-          s.head_dim = d;
-          const auto dtype = parse_dtype(t);
-          if (!dtype || *dtype == DType::f32)
-            throw Error(Status::invalid_argument, fmt::format("--dtypes: got '{}', expected bf16 or fp16", t));
-          s.dtype = *dtype;
-          s.seqlen_q = s.seqlen_k = parse_length(n, "--seqlens");
-          s.options.causal = causal;
-          if (o.window) s.options.window_left = static_cast<int>(s.seqlen_k / 8);
-          if (o.softcap) s.options.softcap = 30.0f;
-          s.options.deterministic = o.deterministic;
-          s.forward = std::find(o.passes.begin(), o.passes.end(), "fwd") != o.passes.end();
-          s.backward = std::find(o.passes.begin(), o.passes.end(), "bwd") != o.passes.end();
-          s.device = o.device;
-          out.push_back(s);
-        }
-  return out;
+  ProblemSetOptions set = o.problems;
+  set.window = {o.window};
+  set.softcap = {o.softcap};
+  set.deterministic = {o.deterministic};
+  return problem_shapes(set);
 }
 
 std::vector<TuningKey> keys_of(const std::vector<TuneShape>& shapes, Arch arch) {
@@ -97,46 +73,35 @@ void list_candidates(const TuneOptions& o) {
   }
 }
 
-// A one-line bar redrawn on a terminal; log lines at milestones otherwise.
+// A bar redrawn on a terminal; a line per key timed otherwise.
 class ProgressView {
  public:
-  ProgressView() : tty_(::isatty(::fileno(stderr)) != 0) {}
-  ~ProgressView() { clear(); }
-
   void operator()(const TuneProgress& p) {
     if (p.phase == TuneProgress::Phase::done) {
-      clear();
+      line_.clear();
       return;
     }
     // Kernels compile ahead of timing: the bar follows the timed candidates.
     const std::string counts = fmt::format("timed {}/{} candidates, compiled {}/{} kernels", p.timed, p.to_time,
                                            p.compiled, p.to_compile);
     const std::string eta = p.eta_s >= 0 ? fmt::format("ETA {:.0f} s", p.eta_s) : "ETA ?";
-    if (tty_) {
+    if (line_.tty()) {
       constexpr int kWidth = 30;
       const int filled = p.to_time > 0 ? kWidth * p.timed / p.to_time : 0;
-      fmt::print(stderr, "\r\033[K[{}{}] {}, {}  {}", std::string(filled, '#'), std::string(kWidth - filled, '.'), counts,
-                 eta, p.current);
-      std::fflush(stderr);
-      drawn_ = true;
-      return;
+      line_.show(fmt::format("[{}{}] {}, {}  {}", std::string(filled, '#'), std::string(kWidth - filled, '.'), counts,
+                             eta, p.current));
+    } else if (p.current != last_key_) {
+      line_.show(fmt::format("flashgen tune: {}, {:.1f} s, {}{}", counts, p.elapsed_s, eta,
+                             p.current.empty() ? "" : "  " + p.current));
     }
-    // Plain: one line per key timed.
-    if (p.current != last_key_)
-      fmt::print(stderr, "flashgen tune: {}, {:.1f} s, {}{}\n", counts, p.elapsed_s, eta,
-                 p.current.empty() ? "" : "  " + p.current);
     last_key_ = p.current;
   }
 
   // Before a log line: the bar's line is cleared, then redrawn by the next update.
-  void clear() {
-    if (tty_ && drawn_) fmt::print(stderr, "\r\033[K");
-    drawn_ = false;
-  }
+  void clear() { line_.clear(); }
 
  private:
-  bool tty_;
-  bool drawn_ = false;
+  StatusLine line_;
   std::string last_key_;
 };
 
@@ -159,8 +124,8 @@ void run_tune(const TuneOptions& o) {
   if (o.list) return list_candidates(o);
   const auto start = std::chrono::steady_clock::now();
   const std::vector<TuneShape> shapes = shapes_of(o);
-  ensure_context(o.device);
-  const DeviceProfile device = query_device_profile(o.device);
+  ensure_context(o.problems.device);
+  const DeviceProfile device = query_device_profile(o.problems.device);
   const std::vector<TuningKey> keys = keys_of(shapes, device.arch);
 
   auto view = std::make_shared<ProgressView>();
@@ -176,7 +141,7 @@ void run_tune(const TuneOptions& o) {
   KernelCache cache(std::move(cache_options));
   const auto ready = std::chrono::steady_clock::now();
   TuningDb db(cache.dir(), log);
-  GpuCandidateTimer timer(cache, o.device);
+  GpuCandidateTimer timer(cache, o.problems.device);
 
   TunerOptions options;
   options.cache = &cache;
@@ -208,21 +173,12 @@ void run_tune(const TuneOptions& o) {
 void register_tune(CLI::App& app) {
   auto o = std::make_shared<TuneOptions>();
   auto* cmd = app.add_subcommand("tune", "autotune tile sizes for this GPU and persist the winners");
-  cmd->add_option("--head-dims", o->head_dims, "head dimensions (comma-separated)")->delimiter(',')->capture_default_str();
-  cmd->add_option("--dtypes", o->dtypes, "bf16, fp16 (comma-separated)")->delimiter(',')->capture_default_str();
-  cmd->add_option("--causal", o->causal, "on, off or both")->check(CLI::IsMember({"on", "off", "both"}))->capture_default_str();
-  cmd->add_option("--seqlens", o->seqlens, "sequence lengths, e.g. 1k,4k,16k (each stands for its bucket)")
-      ->delimiter(',')
-      ->capture_default_str();
-  cmd->add_option("--passes", o->passes, "fwd, bwd (comma-separated)")
-      ->delimiter(',')
-      ->check(CLI::IsMember({"fwd", "bwd"}))
-      ->capture_default_str();
+  o->problems.add_to(*cmd);
   cmd->add_flag("--window", o->window, "tune the sliding-window kernels (window of seqlen/8 to the left)");
   cmd->add_flag("--softcap", o->softcap, "tune the soft-capping kernels");
   cmd->add_flag("--deterministic", o->deterministic, "tune the deterministic backward (separate dQ kernel)");
   cmd->add_flag("--full", o->full, "retune keys that already have a persisted winner");
-  cmd->add_option("--device", o->device, "CUDA device ordinal")->capture_default_str();
+  cmd->add_option("--device", o->problems.device, "CUDA device ordinal")->capture_default_str();
   cmd->add_option("--cache-dir", o->cache_dir, "kernel cache and autotune.json directory (default: FLASHGEN_CACHE_DIR)");
   cmd->add_flag("--list-candidates", o->list, "print the candidate sets (for --arch) and exit; needs no GPU");
   cmd->add_option("--arch", o->arch, "arch of --list-candidates")->capture_default_str();
