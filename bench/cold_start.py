@@ -97,11 +97,9 @@ def run_cpu(args):
         for passes in ("fwd", "bwd", "fwd,bwd"):
             with tempfile.TemporaryDirectory(prefix="flashgen-cold-") as cache:
                 cmd = [args.cli, "cache", "warm", "--cache-dir", cache, "--head-dims", str(d), "--dtypes", "bf16",
-                       "--archs", "sm_90a", "--causal", "1" if causal else "0", "--passes", passes]
-                if window != (-1, -1):
-                    cmd += ["--window", f"{window[0]},{window[1]}"]
-                if softcap:
-                    cmd += ["--softcap", str(softcap)]
+                       "--archs", "sm_90a", "--causal", "on" if causal else "off", "--passes", passes,
+                       "--window", "on" if window != (-1, -1) else "off", "--softcap", "on" if softcap else "off",
+                       "--deterministic", "off", "--seqlens", "2k"]
                 start = time.perf_counter()
                 out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
                 row[passes] = (time.perf_counter() - start) * 1e3
