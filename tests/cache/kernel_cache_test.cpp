@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -313,8 +314,10 @@ struct GatedGenerator {
     }
     opened_cv.notify_all();
   }
-  SourceGenerator generator() {
-    return [this](const KernelSpec& s) {
+  // Holds the compiles of the specs `held` picks (every spec by default).
+  SourceGenerator generator(std::function<bool(const KernelSpec&)> held = {}) {
+    return [this, held](const KernelSpec& s) {
+      if (held && !held(s)) return tiny_kernel(s);
       ++calls;
       std::unique_lock lock(mutex);
       opened_cv.wait(lock, [&] { return opened; });
@@ -347,6 +350,30 @@ TEST(KernelCache, PrefetchReturnsAtOnceAndGetWaitsForTheBackgroundCompile) {
   for (size_t i = 0; i < specs.size(); ++i) EXPECT_EQ(kernels[i]->spec, specs[i]) << i;
   EXPECT_EQ(cache.stats().compiles, 4) << "each kernel compiled once, by the background threads or get_many";
   EXPECT_EQ(gate.calls, 4);
+}
+
+// A kernel already in memory is served (and loaded) at once while background compiles of
+// others are held: prefetch never blocks the calls that do not need what it compiles.
+TEST(KernelCache, ReadyKernelsAreServedWhileBackgroundCompilesRun) {
+  ScratchDir dir;
+  GatedGenerator gate;
+  const std::vector<KernelSpec> specs = distinct_specs(3);
+  KernelCache cache(quiet_options(dir.path(), gate.generator([&](const KernelSpec& s) { return !(s == specs[0]); }), 2));
+  const CompiledKernel& ready = cache.get(specs[0]);
+  cache.prefetch(std::span(specs).subspan(1));
+  while (gate.calls < 2) std::this_thread::yield();  // both held compiles are running
+  std::atomic<bool> served{false};
+  std::thread user([&] {
+    EXPECT_EQ(&cache.get(specs[0]), &ready);
+    served = true;
+  });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!served && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  EXPECT_TRUE(served) << "a kernel in memory waited for unrelated background compiles";
+  gate.open();
+  user.join();
+  for (const KernelSpec& s : specs) cache.get(s);
+  EXPECT_EQ(cache.stats().compiles, 3);
 }
 
 TEST(KernelCache, PrefetchedKernelsAreMemoryHitsAndOnDisk) {
