@@ -48,10 +48,8 @@ def child(name, prepare):
     q, k, v, do = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(4))
     for t in (q, k, v):
         t.requires_grad_(True)
-    if not prepare:  # the variant looks prepared already: no background compile starts
-        scale = 0.0
-        torch_op._prepared.add((q.shape, k.shape, q.dtype, q.device, scale, causal, window[0], window[1],
-                                float(softcap), False))
+    if not prepare:  # no background compile starts: the backward compiles when it arrives
+        torch_op._prepare_once = lambda *args: None
     torch.cuda.synchronize()
 
     def timed(fn):

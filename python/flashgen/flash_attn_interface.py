@@ -12,13 +12,17 @@ from .torch_op import attention
 __all__ = ["flash_attn_func", "flash_attn_kvpacked_func", "flash_attn_qkvpacked_func"]
 
 
-def _refuse_unsupported(dropout_p, alibi_slopes, return_attn_probs):
+def _attention(q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
+               return_attn_probs):
+    """The calls' common body: refuses what flashgen does not do, then runs flashgen.attention."""
     if dropout_p != 0.0:
         raise ValueError(f"dropout_p: is {dropout_p}, expected 0.0 (flashgen has no attention dropout)")
     if alibi_slopes is not None:
         raise ValueError("alibi_slopes: is set, expected None (flashgen has no ALiBi bias yet)")
     if return_attn_probs:
         raise ValueError("return_attn_probs: is True, expected False (flashgen never materialises the probabilities)")
+    return attention(q, k, v, softmax_scale=softmax_scale, causal=causal, window_size=window_size, softcap=softcap,
+                     deterministic=deterministic)
 
 
 def flash_attn_func(
@@ -36,9 +40,8 @@ def flash_attn_func(
 ):
     """q: (batch, seqlen_q, heads, head_dim); k, v: (batch, seqlen_k, heads_kv, head_dim) with
     heads % heads_kv == 0. Returns out (batch, seqlen_q, heads, head_dim), like flash_attn_func."""
-    _refuse_unsupported(dropout_p, alibi_slopes, return_attn_probs)
-    return attention(q, k, v, softmax_scale=softmax_scale, causal=causal, window_size=window_size, softcap=softcap,
-                     deterministic=deterministic)
+    return _attention(q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
+                      return_attn_probs)
 
 
 def flash_attn_kvpacked_func(
@@ -54,11 +57,10 @@ def flash_attn_kvpacked_func(
     return_attn_probs=False,
 ):
     """q: (batch, seqlen_q, heads, head_dim); kv: (batch, seqlen_k, 2, heads_kv, head_dim)."""
-    _refuse_unsupported(dropout_p, alibi_slopes, return_attn_probs)
     if kv.dim() != 5 or kv.size(2) != 2:
         raise ValueError(f"kv: shape is {tuple(kv.shape)}, expected (batch, seqlen_k, 2, heads_kv, head_dim)")
-    return attention(q, kv[:, :, 0], kv[:, :, 1], softmax_scale=softmax_scale, causal=causal,
-                     window_size=window_size, softcap=softcap, deterministic=deterministic)
+    return _attention(q, kv[:, :, 0], kv[:, :, 1], dropout_p, softmax_scale, causal, window_size, softcap,
+                      alibi_slopes, deterministic, return_attn_probs)
 
 
 def flash_attn_qkvpacked_func(
@@ -73,8 +75,7 @@ def flash_attn_qkvpacked_func(
     return_attn_probs=False,
 ):
     """qkv: (batch, seqlen, 3, heads, head_dim)."""
-    _refuse_unsupported(dropout_p, alibi_slopes, return_attn_probs)
     if qkv.dim() != 5 or qkv.size(2) != 3:
         raise ValueError(f"qkv: shape is {tuple(qkv.shape)}, expected (batch, seqlen, 3, heads, head_dim)")
-    return attention(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2], softmax_scale=softmax_scale, causal=causal,
-                     window_size=window_size, softcap=softcap, deterministic=deterministic)
+    return _attention(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2], dropout_p, softmax_scale, causal, window_size,
+                      softcap, alibi_slopes, deterministic, return_attn_probs)

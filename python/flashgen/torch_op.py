@@ -97,11 +97,8 @@ def _forward(
     args = _capi.forward_args(_view, options, q=q, k=k, v=v, o=o, lse=lse)
     lib = _library.library()
     if prepare_backward and q.is_cuda:
-        variant = (q.shape, k.shape, q.dtype, q.device, softmax_scale, causal, window_left, window_right, softcap,
-                   deterministic)
-        if variant not in _prepared:
-            _library.check(lib.flashgen_prepare(_library.runtime(), ctypes.byref(args), _capi.PASS_BOTH))
-            _prepared.add(variant)
+        _prepare_once(lib, args, (q.shape, k.shape, q.dtype, q.device, softmax_scale, causal, window_left,
+                                  window_right, softcap, deterministic))
     _library.check(lib.flashgen_forward(_library.runtime(), ctypes.byref(args), _stream(q)))
     return o, lse
 
@@ -109,6 +106,13 @@ def _forward(
 # The variants whose kernels flashgen_prepare was asked for (once each: after that the
 # runtime finds them in memory, and skipping the call keeps the per-call cost down).
 _prepared = set()
+
+
+def _prepare_once(lib, args, variant):
+    """Starts the compiles of the forward's and the backward's kernels of `variant` (hashable) once."""
+    if variant not in _prepared:
+        _library.check(lib.flashgen_prepare(_library.runtime(), ctypes.byref(args), _capi.PASS_BOTH))
+        _prepared.add(variant)
 
 
 def _forward_fake(q, k, v, softmax_scale, causal, window_left, window_right, softcap, deterministic, return_lse,
