@@ -2,10 +2,11 @@
 # Everything the GPU machine does, in one call: build, the `gpu` test label
 # (compute-sanitizer on small shapes included), the benchmarks against PyTorch SDPA, and a
 # short table last. Run there from the repo root (carry .deps, staged by
-# bench/stage-deps.sh). Usage: bench/device.sh [quick|full|extra|tests|bench|train|tune]
+# bench/stage-deps.sh). Usage: bench/device.sh [quick|full|extra|tests|bench|decode|train|tune]
 # (full: tests, autotune of the standard set, D 64/128 grid, long sequences; extra: D 96/256 grid and long sequences, no tests;
 # train: only examples/embed_cpp's GPU step, test_torch.py and examples/train_gpt.py, its table last;
-# tune: the autotune GPU tests and the cold/warm tuning of the standard set;
+# tune: the autotune GPU tests and the cold/warm tuning of the standard set; decode: only the decode rows
+# (bench/decode.py, also after compare_sdpa.py in every benchmark mode);
 # env FA4=1 adds FlashAttention-4 to the benchmarks, BENCH_ARGS passes compare_sdpa.py options)
 set -uo pipefail
 mode=${1:-quick}
@@ -48,7 +49,7 @@ if [[ $mode == train ]]; then
 fi
 
 summary=""
-if [[ $mode != bench && $mode != extra ]]; then
+if [[ $mode != bench && $mode != extra && $mode != decode ]]; then
   echo "== ctest -L gpu =="
   only=()
   [[ $mode == tune ]] && only=(-R Autotune)
@@ -98,9 +99,14 @@ if [[ $mode != tests && $mode != tune ]]; then
   [[ -n ${FA4:-} ]] && bench_args+=(--fa4)
   read -r -a extra_args <<<"${BENCH_ARGS:-}"
   bench_args+=("${extra_args[@]}")
-  export FLASHGEN_LIBRARY=$lib PYTHONPATH=$root/python
-  python3 "$root/bench/compare_sdpa.py" "${bench_args[@]}" --commit "${BENCH_COMMIT:-unknown}" \
-    2>&1 | tee "$out/bench.log" | tail -60
+  export FLASHGEN_LIBRARY=$lib PYTHONPATH=$root/python${PYTHONPATH:+:$PYTHONPATH}  # FA4 staged on PYTHONPATH
+  if [[ $mode != decode ]]; then
+    python3 "$root/bench/compare_sdpa.py" "${bench_args[@]}" --commit "${BENCH_COMMIT:-unknown}" \
+      2>&1 | tee "$out/bench.log" | tail -60
+  fi
+  echo "== decode (B x seqlen_q x seqlen_k; D 128, 32 query heads, 8 KV heads; us, TB/s) =="
+  python3 "$root/bench/decode.py" --out "$out/bench" ${FA4:+--fa4} --commit "${BENCH_COMMIT:-unknown}" \
+    2>&1 | tee "$out/decode.log" | tail -8
   if [[ $mode == full || $mode == extra ]]; then
     echo "== long sequences (B=1, H=16, D=128, causal): time and peak extra memory =="
     python3 "$root/bench/long_sequence.py" --out "$out/bench" 2>&1 | tee "$out/long.log"

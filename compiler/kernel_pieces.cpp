@@ -44,6 +44,11 @@ KernelPieces kernel_pieces(const KernelSpec& s) {
               "flash::BwdDqKernel<Traits, flash::SingleTileScheduler<true>, flash::BwdDqMainloop<Traits>>"};
     case Pass::bwd_dq_convert:
       return {{"bwd/bwd_dq_convert_kernel.cuh"}, "flash::BwdDqConvertKernel<Traits, flash::SingleTileScheduler<false>>"};
+    case Pass::fwd_splitkv:
+      return {{"fwd/fwd_splitkv_kernel.cuh"},
+              "flash::FwdSplitKvKernel<Traits, flash::SplitKvScheduler, flash::FwdSplitKvMainloop<Traits>, "
+              "flash::FwdSplitKvEpilogue<Traits>>"};
+    case Pass::fwd_combine: return {{"fwd/fwd_combine_kernel.cuh"}, "flash::FwdCombineKernel<Traits>"};
   }
   throw Error(Status::internal, "kernel_pieces: unknown pass");
 }

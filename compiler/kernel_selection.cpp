@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <initializer_list>
 
 namespace flashgen {
@@ -126,9 +127,31 @@ KernelSpec dq_spec(const ProblemKey& p, Arch arch) {
   return first_valid(s, {{64, 16, 4, 2}, {64, 16, 4, 1}, {32, 16, 2, 1}});
 }
 
+// Decode: tiles of 16 or 32 GQA-packed query rows (seqlen_q x the heads of one KV head), 4
+// warps each folding a quarter of every K/V tile in, and a ring of three K/V tiles (~100 KB at
+// d128: two CTAs per H200 SM keep ~200 KB of K/V reads in flight). The split count is a launch
+// parameter (runtime/launch_plan.cpp, split_count).
+KernelSpec splitkv_spec(const ProblemKey& p, Arch arch) {
+  const KernelSpec s = base_spec(p, Pass::fwd_splitkv, arch);
+  const int d = s.padded_head_dim();
+  const long long rows = p.seqlen_q * std::max(1LL, p.heads_q / std::max(1LL, p.heads_kv));
+  const int bm = rows <= 16 || d > 128 ? 16 : 32;
+  if (d <= 64) return first_valid(s, {{bm, 128, 4, 3}, {bm, 128, 4, 2}, {bm, 64, 4, 2}});
+  if (d <= 128) return first_valid(s, {{bm, 64, 4, 3}, {bm, 64, 4, 2}, {bm, 64, 4, 1}});
+  return first_valid(s, {{16, 64, 4, 2}, {16, 64, 4, 1}, {16, 32, 2, 1}});
+}
+
 }  // namespace
 
+// seqlen_q 0 is a length not known yet (MLIR's dynamic dims): the prefill kernel.
+bool decode_shaped(const ProblemKey& problem) {
+  return problem.seqlen_q >= 1 && problem.seqlen_q <= kDecodeMaxSeqlenQ;
+}
+
 std::vector<KernelSpec> select_forward_kernels(const ProblemKey& problem, Arch arch) {
+  if (decode_shaped(problem))
+    // The combine merges one row per CTA (it is bound by load latency: FwdCombineKernel).
+    return {splitkv_spec(problem, arch), first_valid(base_spec(problem, Pass::fwd_combine, arch), {{1, 64, 4, 1}})};
   return {forward_spec(problem, arch)};
 }
 

@@ -18,7 +18,14 @@ struct ProblemKey : ProblemOptions {
   long long seqlen_k = 0;
 };
 
-// Kernels in launch order. Forward: {fwd}. Backward: {bwd_preprocess, bwd_dkdv,
+// Decode: at most this many query positions per sequence (speculative decoding's 1..16).
+constexpr long long kDecodeMaxSeqlenQ = 16;
+// Whether a forward runs as a decode: the split-KV kernel over GQA-packed query tiles, then
+// the combine kernel (the one rule, for the runtime, the tuner and the dump).
+bool decode_shaped(const ProblemKey& problem);
+
+// Kernels in launch order. Forward: {fwd} or, decode-shaped, {fwd_splitkv, fwd_combine}
+// (the combine launches only when the keys are split). Backward: {bwd_preprocess, bwd_dkdv,
 // bwd_dq_convert} or, deterministic, {bwd_preprocess, bwd_dkdv, bwd_dq}.
 std::vector<KernelSpec> select_forward_kernels(const ProblemKey& problem, Arch arch);
 std::vector<KernelSpec> select_backward_kernels(const ProblemKey& problem, Arch arch);

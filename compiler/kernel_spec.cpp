@@ -1,6 +1,7 @@
 #include "compiler/kernel_spec.h"
 
 #include "compiler/spec_fields.h"
+#include "templates/params/attention_params.h"
 
 #include <fmt/format.h>
 
@@ -15,6 +16,8 @@ const char* to_string(Pass p) {
     case Pass::bwd_dkdv: return "bwd_dkdv";
     case Pass::bwd_dq: return "bwd_dq";
     case Pass::bwd_dq_convert: return "bwd_dq_convert";
+    case Pass::fwd_splitkv: return "fwd_splitkv";
+    case Pass::fwd_combine: return "fwd_combine";
   }
   return "?";
 }
@@ -80,8 +83,11 @@ std::vector<std::string> KernelSpec::problems() const {
     add(out, "warps: got {}, expected a power of two in 1..16 (or 4 * (block_m / 64 + 1) for the sm_90a "
         "warp-specialised forward)", warps);
   if (stages < 1 || stages > 4) add(out, "stages: got {}, expected 1..4", stages);
-  if (block_m < 16 || block_m > 256 || block_m % 16 != 0)
+  if (pass == Pass::fwd_combine) {  // merges its rows one at a time: any count
+    if (block_m < 1 || block_m > 256) add(out, "block_m: got {}, expected 1..256 rows per CTA", block_m);
+  } else if (block_m < 16 || block_m > 256 || block_m % 16 != 0) {
     add(out, "block_m: got {}, expected a multiple of 16 in 16..256", block_m);
+  }
   if (block_n < 16 || block_n > 256 || block_n % 16 != 0)
     add(out, "block_n: got {}, expected a multiple of 16 in 16..256", block_n);
   if (!out.empty()) return out;  // the checks below assume sane values
@@ -110,6 +116,21 @@ std::vector<std::string> KernelSpec::problems() const {
     if (block_m % (16 * warps) != 0)
       add(out, "block_m: got {} with {} warps, expected a multiple of 16*warps = {} (each warp owns 16-row slices)",
           block_m, warps, 16 * warps);
+  }
+  if (pass == Pass::fwd_combine && threads() > kFlashMaxSplits)
+    add(out, "warps: got {} for the split-KV combine, expected at most {} threads (one part's lse each)", warps,
+        static_cast<int>(kFlashMaxSplits));
+  if (pass == Pass::fwd_splitkv) {
+    // Every warp holds all rows of the tile (its own ledger over a slice of the keys).
+    if (block_m != 16 && block_m != 32)
+      add(out, "block_m: got {} for the split-KV decode, expected 16 or 32 packed query rows (each warp holds all "
+          "of them)", block_m);
+    else if (block_m * padded_head_dim() / 32 > 128)
+      add(out, "block_m: got {} for the split-KV decode at padded head_dim {}, expected block_m * head_dim / 32 <= "
+          "128 (each warp's O accumulators per thread)", block_m, padded_head_dim());
+    if (block_n % (16 * warps) != 0)
+      add(out, "block_n: got {} with {} warps, expected a multiple of 16*warps = {} (each warp takes a slice of "
+          "16-key steps)", block_n, warps, 16 * warps);
   }
   if (pass == Pass::bwd_dkdv && !warp_specialized()) {
     // Warps split the keys in 16-row slices; more warps than slices split the head dim
@@ -190,8 +211,10 @@ int KernelSpec::accumulators_per_thread() const {
     case Pass::fwd: return (m * d + m * n) / consumer_threads;              // O, S
     case Pass::bwd_dkdv: return (2 * n * d + 2 * m * n) / consumer_threads;  // dK, dV, S, dP
     case Pass::bwd_dq: return (m * d + 2 * m * n) / consumer_threads;  // dQ, S, dP
+    case Pass::fwd_splitkv: return (m * d + m * n / warps) / 32;       // each warp: O of all rows, S of its keys
     case Pass::bwd_preprocess:
-    case Pass::bwd_dq_convert: return 0;
+    case Pass::bwd_dq_convert:
+    case Pass::fwd_combine: return 0;
   }
   return 0;
 }

@@ -19,9 +19,11 @@ enum class Pass : int {
   bwd_dkdv = 2,        // one K/V tile per CTA, loop over Q tiles; dQ via atomics unless deterministic
   bwd_dq = 3,          // one Q tile per CTA, loop over K/V tiles; dQ without atomics (deterministic)
   bwd_dq_convert = 4,  // fp32 dQ accumulator -> dq in the input dtype, times the scale
+  fwd_splitkv = 5,     // decode forward: a GQA-packed query tile against one split of the keys per CTA
+  fwd_combine = 6,     // decode forward over several splits: the parts merged by lse into o and lse
 };
-constexpr Pass kAllPasses[] = {Pass::fwd, Pass::bwd_preprocess, Pass::bwd_dkdv, Pass::bwd_dq,
-                               Pass::bwd_dq_convert};
+constexpr Pass kAllPasses[] = {Pass::fwd,           Pass::bwd_preprocess, Pass::bwd_dkdv,   Pass::bwd_dq,
+                               Pass::bwd_dq_convert, Pass::fwd_splitkv,   Pass::fwd_combine};
 
 enum class Arch : int { sm_80 = 80, sm_86 = 86, sm_89 = 89, sm_90 = 90, sm_90a = 900 };
 constexpr Arch kAllArchs[] = {Arch::sm_80, Arch::sm_86, Arch::sm_89, Arch::sm_90, Arch::sm_90a};
@@ -62,8 +64,10 @@ struct KernelSpec : ProblemOptions {
   // head_dim rounded up to the tensor-core k-step (16): the width kernels are compiled for.
   int padded_head_dim() const { return (head_dim + 15) / 16 * 16; }
   int threads() const { return warps * 32; }
-  // The passes with matrix products (fwd, bwd_dkdv, bwd_dq); the others are row-wise.
-  bool uses_tensor_cores() const { return pass == Pass::fwd || pass == Pass::bwd_dkdv || pass == Pass::bwd_dq; }
+  // The passes with matrix products (fwd, bwd_dkdv, bwd_dq, fwd_splitkv); the others are row-wise.
+  bool uses_tensor_cores() const {
+    return pass == Pass::fwd || pass == Pass::bwd_dkdv || pass == Pass::bwd_dq || pass == Pass::fwd_splitkv;
+  }
   // Hopper warpgroup products (sm_90a) where the tile has the warpgroup shape, mma.sync
   // otherwise: forward with block_m = 16 * warps (64 rows per 4 warps), block_n in
   // {32, 64, 128, 256} and padded head dim a multiple of 32 from 64 up (stored in 64-column

@@ -149,6 +149,10 @@ const char* pass_title(Pass p, bool deterministic) {
       return "Backward 3: dQ (deterministic)";
     case Pass::bwd_dq_convert:
       return "Backward 3: dQ convert";
+    case Pass::fwd_splitkv:
+      return "Forward (decode): split-KV";
+    case Pass::fwd_combine:
+      return "Forward (decode): combine";
   }
   return "";
 }
@@ -209,6 +213,17 @@ PanelText panel_text(const PassSchedule& s, const ScheduleShape& shape) {
       t.about = {"one CTA per row block:", "dq = dQ_acc · scale, in the input dtype", "no tile loop"};
       t.notes = {grid, "reads the fp32 accumulator the dK,dV", "kernel's atomics summed"};
       break;
+    case Pass::fwd_splitkv:
+      t.about = {fmt::format("one CTA per tile of {} rows: positions × the {} query heads", k.block_m, shape.group),
+                 "of one K/V head; it loops → over the K/V tiles they see",
+                 fmt::format("(each of its {} warps takes {} keys of every tile)", k.warps, k.block_n / k.warps)};
+      t.notes = {tile_counts(s), "drawn for one split: with several, each CTA takes",
+                 "a contiguous share of the loop and fwd_combine merges them"};
+      break;
+    case Pass::fwd_combine:
+      t.about = {"one CTA per row block:", "the splits' O rows merged by their lse", "no tile loop"};
+      t.notes = {grid, "launched only when the keys are split"};
+      break;
   }
   return t;
 }
@@ -235,6 +250,7 @@ Panel layout_panel(const PassSchedule& s, const ScheduleShape& shape, const Grid
   double body = 0;
   switch (s.spec.pass) {
     case Pass::fwd:
+    case Pass::fwd_splitkv:
       p.left = kLabelColumn;
       p.right = kGap + kStrip;
       body = g.width();
@@ -251,6 +267,7 @@ Panel layout_panel(const PassSchedule& s, const ScheduleShape& shape, const Grid
       break;
     case Pass::bwd_preprocess:
     case Pass::bwd_dq_convert:
+    case Pass::fwd_combine:
       p.left = kLabelColumn;
       body = kRowBlockWidth;
       break;
@@ -392,11 +409,14 @@ int visitors(const PassSchedule& s, int q_tile) {
 
 void draw_query_tile_panel(Svg& svg, const PassSchedule& s, const ScheduleShape& shape, const Grid& g) {
   const int bm = s.spec.block_m;
-  const bool fwd = s.spec.pass == Pass::fwd;
+  const bool packed = s.spec.pass == Pass::fwd_splitkv;  // rows: position x head of the group
+  const bool fwd = s.spec.pass == Pass::fwd || packed;
   draw_tiles(svg, s, g);
-  draw_mask_edges(svg, s, shape, g);
+  // The edges are lines in query positions; packed rows hold `group` heads per position.
+  if (!packed || shape.group == 1) draw_mask_edges(svg, s, shape, g);
   const double right_strip = g.x0 + g.width() + kGap;
-  auto owner = [&](int q_tile) { return s.q_tiles - q_tile; };  // blockIdx.x + 1 of the CTA owning the Q tile
+  // blockIdx.x + 1 of the CTA owning the Q tile (heaviest first; the split-KV tiles in order)
+  auto owner = [&](int q_tile) { return packed ? q_tile + 1 : s.q_tiles - q_tile; };
   if (fwd) {
     strip_caption(svg, right_strip + kStrip / 2, g, "lse");
     query_strip(svg, s, g, right_strip, bm, [&](int b, int m0, int m1) {
@@ -495,12 +515,21 @@ void draw_panel(Svg& svg, const Panel& p, const ScheduleShape& shape, Grid g, do
       draw_query_tile_panel(svg, s, shape, g);
       draw_frame(svg, g, g.width());
       break;
+    case Pass::fwd_splitkv: {  // rows are the GQA-packed (position, head) rows, in the same height
+      Grid rows = g;
+      rows.seqlen_q *= shape.group;
+      rows.sy /= shape.group;
+      draw_query_tile_panel(svg, s, shape, rows);
+      draw_frame(svg, rows, rows.width());
+      break;
+    }
     case Pass::bwd_dkdv:
       draw_key_tile_panel(svg, s, shape, g);
       draw_frame(svg, g, g.width());
       break;
     case Pass::bwd_preprocess:
     case Pass::bwd_dq_convert:
+    case Pass::fwd_combine:
       draw_row_block_panel(svg, s, g);
       draw_frame(svg, g, kRowBlockWidth);
       break;

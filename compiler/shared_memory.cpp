@@ -1,9 +1,12 @@
 // Shared memory each pass's kernel allocates, bytes: the host's side of the device layouts
-// (FwdMainloop::Layout, FwdMainloopSm90::Layout, DkdvLayout, BwdDqMainloop::Layout; SmemTile and WgmmaTile in
+// (FwdMainloop::Layout, FwdMainloopSm90::Layout, FwdSplitKvMainloop::Layout, DkdvLayout, BwdDqMainloop::Layout; SmemTile and WgmmaTile in
 // templates/tile/smem_tile.cuh). validate() compares it with the arch limit; every generated
 // source static_asserts that its kernel's layout has exactly this size.
 #include "compiler/kernel_pieces.h"
 #include "compiler/kernel_spec.h"
+#include "templates/params/attention_params.h"
+
+#include <algorithm>
 
 namespace flashgen {
 namespace {
@@ -42,6 +45,14 @@ int KernelSpec::shared_memory_bytes() const {
     }
     case Pass::bwd_dq:  // Q, dO tiles + `stages` x (K tile, V tile)
       return 2 * tile_bytes(block_m, d) + stages * 2 * tile_bytes(block_n, d);
+    case Pass::fwd_splitkv: {  // the Q tile + `stages` x (K tile, V tile); after the loop the same
+                               // bytes hold each warp's fp32 O rows (padded by 8 floats) and lse
+      const int ring = tile_bytes(block_m, d) + stages * 2 * tile_bytes(block_n, d);
+      const int merge = warps * block_m * (padded_head_dim() + 8) * 4 + warps * block_m * 4;
+      return std::max(ring, merge);
+    }
+    case Pass::fwd_combine:  // a row's part weights and merged lse, the 8-column sums of each split group
+      return kFlashMaxSplits * 4 + 16 + threads() / (padded_head_dim() / 8) * padded_head_dim() * 4;
     case Pass::bwd_preprocess:
     case Pass::bwd_dq_convert:
       return 0;

@@ -71,8 +71,11 @@ void tile_span(int tile, int lo, int hi, int& begin, int& end) {
 
 // The mask check the kernels make before mask_scores, on the tile's query rows
 // clipped to seqlen_q and its full key extent (keys past seqlen_k are masked).
-TileVisit visit(const HostVisibility& vis, const KernelSpec& spec, int q_tile, int k_tile, int head) {
-  const int m0 = q_tile * spec.block_m, m1 = std::min(m0 + spec.block_m, vis.seqlen_q);
+// With `group` > 1 (fwd_splitkv's GQA-packed rows) the tile's rows hold query positions
+// row / group.
+TileVisit visit(const HostVisibility& vis, const KernelSpec& spec, int q_tile, int k_tile, int head, int group = 1) {
+  const int r0 = q_tile * spec.block_m, r1 = std::min(r0 + spec.block_m, vis.seqlen_q * group);
+  const int m0 = r0 / group, m1 = (r1 - 1) / group + 1;
   const int n0 = k_tile * spec.block_n, n1 = n0 + spec.block_n;
   TileVisit v;
   v.q_tile = q_tile;
@@ -102,6 +105,26 @@ void schedule_query_tiles(PassSchedule& s, const HostVisibility& vis) {
   }
 }
 
+// fwd_splitkv_kernel: CTA blockIdx.x (of one split) owns packed tile blockIdx.x: block_m
+// rows of (position, query head of the group), and loops over the K/V tiles its positions
+// see; with several splits each takes a contiguous share of them (not drawn: the split count
+// is a launch value).
+void schedule_packed_tiles(PassSchedule& s, const HostVisibility& vis, int group) {
+  const KernelSpec& spec = s.spec;
+  for (int x = 0; x < s.q_tiles; ++x) {
+    CtaWork cta;
+    cta.block_x = x;
+    cta.tile = x;
+    cta.row_begin = x * spec.block_m;
+    cta.row_end = std::min(cta.row_begin + spec.block_m, vis.seqlen_q * group);
+    int key_lo, key_hi, n_begin, n_end;
+    vis.key_range(cta.row_begin / group, (cta.row_end - 1) / group + 1, key_lo, key_hi);
+    tile_span(spec.block_n, key_lo, key_hi, n_begin, n_end);
+    for (int n = n_begin; n < n_end; ++n) cta.visits.push_back(visit(vis, spec, cta.tile, n, 0, group));
+    s.ctas.push_back(std::move(cta));
+  }
+}
+
 // bwd_dkdv_kernel: CTA blockIdx.x owns K/V tile blockIdx.x and runs work items
 // t = 0 .. group * tiles_per_head - 1: query head t / tiles_per_head of its group,
 // Q tile m_begin + t % tiles_per_head.
@@ -124,9 +147,10 @@ void schedule_key_tiles(PassSchedule& s, const HostVisibility& vis, int group) {
 }
 
 // bwd_preprocess and bwd_dq_convert: CTA blockIdx.x owns rows [x * block_m, +block_m)
-// of the buffers padded to kDqRowRounding rows; no tile loop.
-void schedule_row_blocks(PassSchedule& s, int seqlen_q) {
-  const int rounded = ceil_div(seqlen_q, kDqRowRounding) * kDqRowRounding;
+// of the buffers padded to kDqRowRounding rows (fwd_combine: of seqlen_q, rounding 1); no
+// tile loop.
+void schedule_row_blocks(PassSchedule& s, int seqlen_q, int rounding) {
+  const int rounded = ceil_div(seqlen_q, rounding) * rounding;
   for (int x = 0; x < ceil_div(rounded, s.spec.block_m); ++x) {
     CtaWork cta;
     cta.block_x = x;
@@ -171,7 +195,8 @@ PassSchedule schedule_pass(const KernelSpec& spec, const ScheduleShape& shape) {
                                                       spec.uri(), spec.block_m, spec.block_n));
   PassSchedule s;
   s.spec = spec;
-  s.q_tiles = ceil_div(shape.seqlen_q, spec.block_m);
+  const int packed = spec.pass == Pass::fwd_splitkv ? shape.group : 1;
+  s.q_tiles = ceil_div(shape.seqlen_q * packed, spec.block_m);
   s.k_tiles = ceil_div(shape.seqlen_k, spec.block_n);
   // Before anything is allocated.
   if (static_cast<long long>(s.q_tiles) * s.k_tiles > kMaxScheduleTiles)
@@ -188,9 +213,15 @@ PassSchedule schedule_pass(const KernelSpec& spec, const ScheduleShape& shape) {
     case Pass::bwd_dkdv:
       schedule_key_tiles(s, vis, shape.group);
       break;
+    case Pass::fwd_splitkv:
+      schedule_packed_tiles(s, vis, shape.group);
+      break;
     case Pass::bwd_preprocess:
     case Pass::bwd_dq_convert:
-      schedule_row_blocks(s, shape.seqlen_q);
+      schedule_row_blocks(s, shape.seqlen_q, kDqRowRounding);
+      break;
+    case Pass::fwd_combine:
+      schedule_row_blocks(s, shape.seqlen_q, 1);
       break;
   }
   if (!s.has_tile_loop()) {

@@ -23,7 +23,7 @@ struct ScheduleShape {
   // as validate_* does before every launch.
   int window_left = -1;
   int window_right = -1;
-  int group = 1;  // query heads per K/V head (GQA): each bwd_dkdv CTA loops over them
+  int group = 1;  // query heads per K/V head (GQA): each bwd_dkdv CTA loops over them; fwd_splitkv packs them
 
   // Throws Error(invalid_argument) naming the field when a value is out of range.
   void validate() const;
@@ -56,13 +56,14 @@ struct CtaWork {
 
 struct PassSchedule {
   KernelSpec spec;
-  int q_tiles = 0;                // of block_m queries
+  int q_tiles = 0;                // of block_m queries (fwd_splitkv: packed rows, seqlen_q x group)
   int k_tiles = 0;                // of block_n keys
   std::vector<CtaWork> ctas;      // by blockIdx.x
   std::vector<TileState> states;  // q_tiles x k_tiles, row-major; head 0 of the group
 
   bool has_tile_loop() const {
-    return spec.pass == Pass::fwd || spec.pass == Pass::bwd_dkdv || spec.pass == Pass::bwd_dq;
+    return spec.pass == Pass::fwd || spec.pass == Pass::bwd_dkdv || spec.pass == Pass::bwd_dq ||
+           spec.pass == Pass::fwd_splitkv;
   }
   TileState state(int q_tile, int k_tile) const { return states[static_cast<size_t>(q_tile) * k_tiles + k_tile]; }
   int count(TileState s) const;

@@ -34,6 +34,9 @@ std::optional<Candidate> persisted_winner(const TuningDb& db, const DeviceProfil
 }
 
 Candidate select_kernels(const ProblemKey& problem, TunedPass pass, const DeviceProfile& device, const TuningDb* db) {
+  // A decode forward's tuning key would name the prefill shapes of its seqlen bucket: it
+  // keeps the heuristic's split-KV kernels (tuning them is a decode key of its own, not yet).
+  if (pass == TunedPass::forward && decode_shaped(problem)) db = nullptr;
   if (db)
     if (auto winner = persisted_winner(*db, device, tuning_key(problem, pass, device.arch))) return *winner;
   return pass == TunedPass::forward ? select_forward_kernels(problem, device.arch)
@@ -65,7 +68,8 @@ Candidate TunedSelection::select(const ProblemKey& problem, TunedPass pass) cons
 }
 
 Candidate KernelSelector::select(const ProblemKey& problem, TunedPass pass, const DeviceProfile& profile, int device) {
-  if (policy_ == AutotunePolicy::off) return select_kernels(problem, pass, profile, nullptr);
+  if (policy_ == AutotunePolicy::off || (pass == TunedPass::forward && decode_shaped(problem)))
+    return select_kernels(problem, pass, profile, nullptr);
 
   // select_kernels' answer, with the file lookup memoised.
   const MemoKey memo_key{device, tuning_key(problem, pass, profile.arch)};

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
+
 #include "runtime/cuda_driver.h"
 #include "runtime/kernel_launch.h"
 #include "runtime/launch_plan.h"
@@ -22,7 +24,43 @@ void launch(KernelCache& cache, KernelLaunch& l, CUstream stream) {
   launch_kernel(k.function, l, stream, args);
 }
 
+// Runs `launches(workspace)` with `need` bytes of device workspace: the caller's (`given`,
+// checked against `given_bytes`) or stream-ordered memory allocated and freed on `stream`.
+template <class Launches>
+void with_workspace(std::size_t need, void* given, std::size_t given_bytes, CUstream stream, const Launches& launches) {
+  if (given != nullptr || need == 0) {
+    if (given != nullptr && given_bytes < need)
+      throw Error(Status::invalid_argument,
+                  fmt::format("workspace_bytes: is {}, expected at least {} (Runtime::backward_workspace_bytes)",
+                              given_bytes, need));
+    return launches(given);
+  }
+  const CudaDriver& d = cuda_driver();
+  CUdeviceptr owned = 0;
+  check_cuda(d.cuMemAllocAsync(&owned, need, stream), "cuMemAllocAsync (workspace)");
+  try {
+    launches(reinterpret_cast<void*>(owned));
+  } catch (...) {
+    d.cuMemFreeAsync(owned, stream);
+    throw;
+  }
+  check_cuda(d.cuMemFreeAsync(owned, stream), "cuMemFreeAsync (workspace)");
+}
+
 }  // namespace
+
+int device_sm_count(int device) {
+  static std::atomic<int> known[64] = {};
+  if (device >= 0 && device < 64)
+    if (const int n = known[device].load(std::memory_order_relaxed)) return n;
+  const CudaDriver& d = cuda_driver();
+  CUdevice dev;
+  check_cuda(d.cuDeviceGet(&dev, device), "cuDeviceGet");
+  int n = 0;
+  check_cuda(d.cuDeviceGetAttribute(&n, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev), "cuDeviceGetAttribute");
+  if (device >= 0 && device < 64) known[device].store(n, std::memory_order_relaxed);
+  return n;
+}
 
 Arch device_arch(int device) {
   const CudaDriver& d = cuda_driver();
@@ -44,7 +82,7 @@ Arch device_arch(int device) {
 
 std::vector<KernelSpec> forward_specs(const Problem& p, Arch arch) {
   std::vector<KernelSpec> out;
-  for (const KernelLaunch& l : plan_forward(ForwardArgs{}, p, arch)) out.push_back(l.spec);
+  for (const KernelLaunch& l : plan_forward(ForwardArgs{}, p, arch, 1, nullptr)) out.push_back(l.spec);
   return out;
 }
 
@@ -66,31 +104,21 @@ void gpu_backward(KernelCache& cache, const BackwardArgs& args, const Problem& p
 
 void gpu_forward(KernelCache& cache, const ForwardArgs& args, const Problem& p, CUstream stream,
                  const std::vector<KernelSpec>& specs) {
-  for (KernelLaunch& l : plan_forward(args, p, specs)) launch(cache, l, stream);
+  gpu_forward(cache, args, p, stream, specs, device_sm_count(p.device));
+}
+
+void gpu_forward(KernelCache& cache, const ForwardArgs& args, const Problem& p, CUstream stream,
+                 const std::vector<KernelSpec>& specs, int sm_count) {
+  with_workspace(forward_workspace_bytes(p, specs, sm_count), nullptr, 0, stream, [&](void* workspace) {
+    for (KernelLaunch& l : plan_forward(args, p, specs, sm_count, workspace)) launch(cache, l, stream);
+  });
 }
 
 void gpu_backward(KernelCache& cache, const BackwardArgs& args, const Problem& p, CUstream stream,
                   const std::vector<KernelSpec>& specs) {
-  const std::size_t need = backward_workspace_bytes(p);
-  const CudaDriver& d = cuda_driver();
-  void* workspace = args.workspace;
-  CUdeviceptr owned = 0;
-  if (workspace != nullptr) {
-    if (args.workspace_bytes < need)
-      throw Error(Status::invalid_argument,
-                  fmt::format("workspace_bytes: is {}, expected at least {} (Runtime::backward_workspace_bytes)",
-                              args.workspace_bytes, need));
-  } else {
-    check_cuda(d.cuMemAllocAsync(&owned, need, stream), "cuMemAllocAsync (backward workspace)");
-    workspace = reinterpret_cast<void*>(owned);
-  }
-  try {
+  with_workspace(backward_workspace_bytes(p), args.workspace, args.workspace_bytes, stream, [&](void* workspace) {
     for (KernelLaunch& l : plan_backward(args, p, specs, workspace)) launch(cache, l, stream);
-  } catch (...) {
-    if (owned) d.cuMemFreeAsync(owned, stream);
-    throw;
-  }
-  if (owned) check_cuda(d.cuMemFreeAsync(owned, stream), "cuMemFreeAsync (backward workspace)");
+  });
 }
 
 }  // namespace flashgen

@@ -15,6 +15,8 @@ namespace flashgen {
 
 // The target arch of a device (sm_90a for Hopper, else sm_XY).
 Arch device_arch(int device);
+// The device's SM count (cached per device): what the split-KV decode sizes its grid by.
+int device_sm_count(int device);
 
 // The kernel specs (in launch order) that forward / backward use for a problem on arch.
 std::vector<KernelSpec> forward_specs(const Problem& p, Arch arch);
@@ -29,6 +31,10 @@ void gpu_backward(KernelCache& cache, const BackwardArgs& args, const Problem& p
 // order select_forward_kernels / select_backward_kernels return them.
 void gpu_forward(KernelCache& cache, const ForwardArgs& args, const Problem& p, CUstream stream,
                  const std::vector<KernelSpec>& specs);
+// The same planned for a GPU of sm_count SMs (the split-KV decode's split count follows it):
+// what tests use to run one problem with and without split keys.
+void gpu_forward(KernelCache& cache, const ForwardArgs& args, const Problem& p, CUstream stream,
+                 const std::vector<KernelSpec>& specs, int sm_count);
 void gpu_backward(KernelCache& cache, const BackwardArgs& args, const Problem& p, CUstream stream,
                   const std::vector<KernelSpec>& specs);
 

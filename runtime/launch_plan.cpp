@@ -2,6 +2,9 @@
 
 #include "compiler/kernel_selection.h"
 
+#include <algorithm>
+#include <cmath>
+
 namespace flashgen {
 namespace {
 
@@ -83,15 +86,71 @@ std::size_t backward_workspace_bytes(const Problem& p) {
          static_cast<std::size_t>(p.batch * p.heads_q * round_up(p.seqlen_q, kDqRowRounding)) * sizeof(float);
 }
 
-std::vector<KernelLaunch> plan_forward(const ForwardArgs& args, const Problem& p, Arch arch) {
-  return plan_forward(args, p, select_forward_kernels(problem_key(p), arch));
+std::vector<KernelLaunch> plan_forward(const ForwardArgs& args, const Problem& p, Arch arch, int sm_count,
+                                       void* workspace) {
+  return plan_forward(args, p, select_forward_kernels(problem_key(p), arch), sm_count, workspace);
+}
+
+namespace {
+
+// The split-KV kernel of a decode plan, or null.
+const KernelSpec* splitkv_of(const std::vector<KernelSpec>& specs) {
+  for (const KernelSpec& s : specs)
+    if (s.pass == Pass::fwd_splitkv) return &s;
+  return nullptr;
+}
+
+// GQA-packed query tiles per (batch, KV head).
+unsigned splitkv_m_blocks(const Problem& p, const KernelSpec& s) {
+  return blocks(p.seqlen_q * (p.heads_q / p.heads_kv), s.block_m);
+}
+
+std::int64_t splitkv_rows(const Problem& p) { return p.batch * p.heads_q * p.seqlen_q; }
+
+}  // namespace
+
+// No split while the unsplit grid fills 80 % of the CTA slots (SMs x CTAs per SM). Otherwise
+// the split count that spreads the work most evenly over the SMs: decode is bound by each
+// SM's share of the K/V reads, and the last SM to finish ends the kernel, so the cost of n
+// splits is the CTAs of the fullest SM, ceil(ctas * n / SMs), times the work of one, 1 / n.
+// A larger n wins only by more than 5 % (fewer parts to combine; 3 % more balance measured
+// nothing: 16 and 33 splits ran alike at B = 1), at most one split
+// per two key tiles and at most kFlashMaxSplits. Measured on the H200 (docs/perf-notes.md,
+// "split-KV decode"): FlashAttention-2's rule (the fewest splits whose waves are 85 % full)
+// left SMs with one CTA beside SMs with two, 7 % slower at B = 1.
+int split_count(const Problem& p, const std::vector<KernelSpec>& specs, int sm_count) {
+  const KernelSpec* s = splitkv_of(specs);
+  if (s == nullptr) return 1;
+  const std::int64_t ctas = static_cast<std::int64_t>(splitkv_m_blocks(p, *s)) * p.heads_kv * p.batch;
+  const std::int64_t sms = std::max(sm_count, 1);
+  const int per_sm = std::clamp((max_shared_memory(s->arch) + 1024) / (s->shared_memory_bytes() + 1024), 1,
+                                2048 / s->threads());
+  if (10 * ctas >= 8 * sms * per_sm) return 1;
+  const int tiles = static_cast<int>(blocks(p.seqlen_k, s->block_n));
+  const int max_splits = std::clamp(tiles / 2, 1, static_cast<int>(kFlashMaxSplits));
+  int best_n = 1;
+  double best = static_cast<double>((ctas + sms - 1) / sms);
+  for (int n = 2; n <= max_splits; ++n) {
+    const double cost = static_cast<double>((ctas * n + sms - 1) / sms) / n;
+    if (cost < 0.95 * best) best = cost, best_n = n;
+  }
+  // The kernel gives each split ceil(tiles / n) tiles: as many splits as that fills.
+  const int per_split = (tiles + best_n - 1) / best_n;
+  return (tiles + per_split - 1) / per_split;
+}
+
+std::size_t forward_workspace_bytes(const Problem& p, const std::vector<KernelSpec>& specs, int sm_count) {
+  const int splits = split_count(p, specs, sm_count);
+  if (splits == 1) return 0;
+  return static_cast<std::size_t>(splits * splitkv_rows(p)) * (round_up(p.head_dim, 16) + 1) * sizeof(float);
 }
 
 std::vector<KernelLaunch> plan_backward(const BackwardArgs& args, const Problem& p, Arch arch, void* workspace) {
   return plan_backward(args, p, select_backward_kernels(problem_key(p), arch), workspace);
 }
 
-std::vector<KernelLaunch> plan_forward(const ForwardArgs& args, const Problem& p, const std::vector<KernelSpec>& specs) {
+std::vector<KernelLaunch> plan_forward(const ForwardArgs& args, const Problem& p, const std::vector<KernelSpec>& specs,
+                                       int sm_count, void* workspace) {
   const KernelSpec fwd = specs.at(0);
   KernelLaunch l{fwd, {blocks(p.seqlen_q, fwd.block_m), static_cast<unsigned>(p.heads_q), static_cast<unsigned>(p.batch)},
                  base_params(p)};
@@ -105,7 +164,25 @@ std::vector<KernelLaunch> plan_forward(const ForwardArgs& args, const Problem& p
   f.k_stride = strides(args.k);
   f.v_stride = strides(args.v);
   f.o_stride = strides(args.o);
-  return {l};
+  f.num_splits = 1;
+  if (fwd.pass != Pass::fwd_splitkv) return {l};
+
+  // Decode: grid (query tiles x splits, KV heads, batch); with splits, the parts in the
+  // workspace (o_partial, then lse_partial) and the combine over the rows.
+  const int splits = split_count(p, specs, sm_count);
+  const unsigned m_blocks = splitkv_m_blocks(p, fwd);
+  l.grid = {m_blocks * static_cast<unsigned>(splits), static_cast<unsigned>(p.heads_kv), static_cast<unsigned>(p.batch)};
+  f.num_splits = splits;
+  if (splits > 1) {
+    f.o_partial = static_cast<float*>(workspace);
+    f.lse_partial = f.o_partial + splits * splitkv_rows(p) * round_up(p.head_dim, 16);
+  }
+  const KernelSpec& combine = specs.at(1);
+  const unsigned combine_blocks = splits > 1 ? blocks(splitkv_rows(p), combine.block_m) : 0;
+  KernelLaunch merge{combine, {combine_blocks, 1, 1}, f};
+  // On Hopper the combine is scheduled while the split kernel drains (it waits for it first).
+  merge.programmatic_dependent_launch = compute_capability(combine.arch) >= 90;
+  return {l, merge};
 }
 
 std::vector<KernelLaunch> plan_backward(const BackwardArgs& args, const Problem& p,
@@ -143,7 +220,9 @@ std::vector<KernelLaunch> plan_backward(const BackwardArgs& args, const Problem&
         out.push_back({s, {blocks(p.seqlen_k, s.block_n), static_cast<unsigned>(p.heads_kv), b}, f});
         break;
       case Pass::bwd_dq: out.push_back({s, {blocks(p.seqlen_q, s.block_m), hq, b}, f}); break;
-      case Pass::fwd: break;
+      case Pass::fwd:
+      case Pass::fwd_splitkv:
+      case Pass::fwd_combine: break;
     }
   }
   return out;

@@ -32,13 +32,22 @@ ProblemKey problem_key(const Problem& p);
 // what `flashgen tune` tunes and `flashgen cache warm` compiles for it.
 ProblemKey problem_key(const TuneShape& shape);
 
-std::vector<KernelLaunch> plan_forward(const ForwardArgs& args, const Problem& p, Arch arch);
+// The decode forward's split count (fwd_splitkv in `specs`; 1 otherwise) on a GPU of
+// sm_count SMs: enough CTAs for whole waves, each split at least two key tiles.
+int split_count(const Problem& p, const std::vector<KernelSpec>& specs, int sm_count);
+// Bytes of the forward workspace: the split-KV parts (fp32 O rows and lse), 0 without splits.
+std::size_t forward_workspace_bytes(const Problem& p, const std::vector<KernelSpec>& specs, int sm_count);
+
+// `workspace` holds forward_workspace_bytes(p, specs, sm_count) bytes of device memory.
+std::vector<KernelLaunch> plan_forward(const ForwardArgs& args, const Problem& p, Arch arch, int sm_count,
+                                       void* workspace);
 // `workspace` holds backward_workspace_bytes(p) bytes of device memory.
 std::vector<KernelLaunch> plan_backward(const BackwardArgs& args, const Problem& p, Arch arch, void* workspace);
 
 // The same plans with the kernels chosen by the caller (an autotune winner), in the
 // order select_forward_kernels / select_backward_kernels return them.
-std::vector<KernelLaunch> plan_forward(const ForwardArgs& args, const Problem& p, const std::vector<KernelSpec>& specs);
+std::vector<KernelLaunch> plan_forward(const ForwardArgs& args, const Problem& p, const std::vector<KernelSpec>& specs,
+                                       int sm_count, void* workspace);
 std::vector<KernelLaunch> plan_backward(const BackwardArgs& args, const Problem& p,
                                         const std::vector<KernelSpec>& specs, void* workspace);
 

@@ -65,9 +65,26 @@ __device__ __forceinline__ void tile_span(int lo, int hi, int& begin, int& end) 
   end = hi > lo ? (hi + kTile - 1) / kTile : begin;
 }
 
-// Sets invisible scores to -inf. C-fragment rows start at row0, columns at col0
-// (absolute positions); kRowsAreQueries says whether rows are queries (fwd, dq)
-// or keys (dkdv, which computes S transposed).
+// Sets invisible scores to -inf. pos[mt][h] is the absolute position of this thread's
+// C-fragment row 16 mt + g + 8 h (g = lane / 4), columns start at col0; kRowsAreQueries says
+// whether rows are queries (fwd, dq) or keys (dkdv, which computes S transposed).
+template <bool kRowsAreQueries, class Vis, int kRT, int kNT>
+__device__ __forceinline__ void mask_scores_at(float (&s)[kRT][kNT][4], const Vis& vis, const int (&pos)[kRT][2],
+                                               int col0, int lane) {
+#pragma unroll
+  for (int mt = 0; mt < kRT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = pos[mt][e >> 1];
+        const int c = col0 + 8 * nt + 2 * (lane & 3) + (e & 1);
+        if (!(kRowsAreQueries ? vis.sees(r, c) : vis.sees(c, r))) s[mt][nt][e] = neg_inf();
+      }
+}
+
+// mask_scores_at for rows at consecutive positions from row0. (Written out, not through
+// mask_scores_at: that form changes the causal warp-specialised forward's code.)
 template <bool kRowsAreQueries, class Vis, int kRT, int kNT>
 __device__ __forceinline__ void mask_scores(float (&s)[kRT][kNT][4], const Vis& vis, int row0, int col0, int lane) {
 #pragma unroll

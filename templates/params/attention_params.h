@@ -18,6 +18,10 @@ struct FlashTensorMap {
   alignas(64) unsigned long long opaque[16];
 };
 
+// The most parts a split-KV decode cuts a key range into (fwd_combine keeps their weights
+// in shared memory).
+enum { kFlashMaxSplits = 128 };
+
 struct FlashAttentionParams {
   // Forward inputs/outputs (also read by backward).
   const void* q;
@@ -49,6 +53,15 @@ struct FlashAttentionParams {
   float softcap;     // cap value; 0 when off
   int window_left;   // -1: unbounded
   int window_right;  // -1: unbounded (causal sets it to 0)
+
+  // Split-KV decode (fwd_splitkv, then fwd_combine): each (batch, KV head) key range is cut
+  // in num_splits parts. With more than one, each part's output, normalised by its own row
+  // sum, goes to o_partial (num_splits, batch, heads_q, seqlen_q, head_dim padded to 16) and
+  // its lse to lse_partial (num_splits, batch, heads_q, seqlen_q), both fp32; fwd_combine
+  // merges them into o and lse. With one, fwd_splitkv writes o and lse itself.
+  int num_splits;  // 1..kFlashMaxSplits
+  float* o_partial;
+  float* lse_partial;
 
   // TMA descriptors of q, k, v, o, dout as (head_dim, seqlen, heads, batch) boxes of 64
   // columns; filled only for the warp-specialised kernels (KernelSpec::warp_specialized):

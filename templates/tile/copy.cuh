@@ -10,32 +10,41 @@
 
 namespace flash {
 
-// Global -> shared tile, all kThreads threads of the CTA taking part. With kVec the copy is
-// asynchronous (join with cp_async_wait and a barrier).
-template <class Tile, int kThreads, int kCols, bool kVec>
-__device__ __forceinline__ void load_tile(u32 smem, const u16* g, i64 row_stride, int rows_valid, int tid) {
+// Global -> shared tile, all kThreads threads of the CTA taking part; row r is read from
+// row(r) (a pointer to its first element), so that rows may be gathered (the GQA-packed
+// decode tile: rows of several heads). With kVec the copy is asynchronous (join with
+// cp_async_wait and a barrier).
+template <class Tile, int kThreads, int kCols, bool kVec, class RowPtr>
+__device__ __forceinline__ void load_rows(u32 smem, const RowPtr& row_ptr, int rows_valid, int tid) {
   constexpr int kTotal = Tile::kRows * Tile::kChunks;
 #pragma unroll
   for (int it = 0; it < (kTotal + kThreads - 1) / kThreads; ++it) {
     const int i = tid + it * kThreads;
     if (kTotal % kThreads != 0 && i >= kTotal) break;
     const int row = i / Tile::kChunks, c = i % Tile::kChunks;
-    const u16* src = g + row * row_stride + c * 8;
+    const bool row_ok = row < rows_valid;
+    const u16* src = row_ptr(row) + c * 8;  // dereferenced only when row_ok
     if constexpr (kVec) {
-      const bool valid = row < rows_valid && c * 8 < kCols;
-      cp_async16(smem + Tile::chunk(row, c), valid ? src : g, valid);
+      const bool valid = row_ok && c * 8 < kCols;
+      cp_async16(smem + Tile::chunk(row, c), valid ? src : row_ptr(0), valid);
     } else {
       u32 w[4];
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int col = c * 8 + 2 * e;
-        const u32 lo = (row < rows_valid && col < kCols) ? src[2 * e] : 0;
-        const u32 hi = (row < rows_valid && col + 1 < kCols) ? src[2 * e + 1] : 0;
+        const u32 lo = (row_ok && col < kCols) ? src[2 * e] : 0;
+        const u32 hi = (row_ok && col + 1 < kCols) ? src[2 * e + 1] : 0;
         w[e] = lo | (hi << 16);
       }
       st_shared_v4(smem + Tile::chunk(row, c), make_uint4(w[0], w[1], w[2], w[3]));
     }
   }
+}
+
+// load_rows of rows `row_stride` elements apart from g.
+template <class Tile, int kThreads, int kCols, bool kVec>
+__device__ __forceinline__ void load_tile(u32 smem, const u16* g, i64 row_stride, int rows_valid, int tid) {
+  load_rows<Tile, kThreads, kCols, kVec>(smem, [&](int row) { return g + row * row_stride; }, rows_valid, tid);
 }
 
 // Shared tile -> global, rows < rows_valid and columns < kCols only.
@@ -67,6 +76,20 @@ __device__ __forceinline__ void load_kv_tiles(u32 stage, const u16* k, i64 k_row
                                               i64 v_row_stride, int n0, int rows_valid, int tid) {
   load_tile<KV, kThreads, kCols, kVec>(stage, k + n0 * k_row_stride, k_row_stride, rows_valid, tid);
   load_tile<KV, kThreads, kCols, kVec>(stage + KV::kBytes, v + n0 * v_row_stride, v_row_stride, rows_valid, tid);
+}
+
+// Eight fp32 values rounded to 16 bits by Element into columns c*8.. (c*8 < kCols) of a global
+// row, those below kCols; with kVec (kCols % 8 == 0) one 16-byte store.
+template <class Element, int kCols, bool kVec>
+__device__ __forceinline__ void store_row_chunk(u16* row, int c, const float (&x)[8]) {
+  if constexpr (kVec) {
+    *reinterpret_cast<uint4*>(row + c * 8) = make_uint4(Element::pack2(x[0], x[1]), Element::pack2(x[2], x[3]),
+                                                        Element::pack2(x[4], x[5]), Element::pack2(x[6], x[7]));
+  } else {
+#pragma unroll
+    for (int e = 0; e < 8; ++e)
+      if (c * 8 + e < kCols) row[c * 8 + e] = Element::from_float(x[e]);
+  }
 }
 
 // C fragments (fp32, the mma.sync/wgmma accumulator layout) times `scale`, rounded to 16 bits

@@ -48,6 +48,7 @@ void expect_svg_matches(const std::string& svg, const std::vector<PassSchedule>&
       EXPECT_EQ(drawn(tiles, to_string(state)), s.count(state)) << to_string(state);
     switch (s.spec.pass) {
       case Pass::fwd:
+      case Pass::fwd_splitkv:
         EXPECT_EQ(drawn(io, "write"), s.q_tiles);  // lse, once per Q tile
         break;
       case Pass::bwd_dkdv: {
@@ -68,7 +69,8 @@ void expect_svg_matches(const std::string& svg, const std::vector<PassSchedule>&
         EXPECT_EQ(drawn(io, "write"), s.q_tiles);
         break;
       case Pass::bwd_preprocess:
-      case Pass::bwd_dq_convert: {
+      case Pass::bwd_dq_convert:
+      case Pass::fwd_combine: {
         int with_rows = 0;
         for (const CtaWork& c : s.ctas) with_rows += c.row_end > c.row_begin;
         EXPECT_EQ(drawn(row_blocks, ""), with_rows);
@@ -116,6 +118,28 @@ TEST(ScheduleSvg, DrawsWhatTheModelSchedules) {
     expect_svg_matches(schedule_svg(passes, shape), passes);
     if (::testing::Test::HasFailure()) return;
   }
+}
+
+TEST(ScheduleSvg, DrawsTheDecodeSchedule) {
+  ProblemKey key;
+  key.causal = true;
+  key.heads_q = 8;
+  key.heads_kv = 2;
+  ScheduleShape shape;
+  shape.seqlen_q = 12;
+  shape.seqlen_k = 300;
+  shape.window_right = 0;
+  shape.group = 4;
+  key.seqlen_q = shape.seqlen_q;
+  key.seqlen_k = shape.seqlen_k;
+  const std::vector<PassSchedule> passes = selected_schedules(key, shape);
+  ASSERT_EQ(passes.at(0).spec.pass, Pass::fwd_splitkv);
+  // 48 packed rows (12 positions x 4 heads) in 32-row tiles, positions 0..7 and 8..11; the
+  // last key tile (256..319) reaches past the 300 keys and is cut by the causal diagonal.
+  EXPECT_EQ(passes[0].q_tiles, 2);
+  EXPECT_EQ(passes[0].state(1, passes[0].k_tiles - 1), TileState::masked);
+  EXPECT_EQ(passes.at(1).spec.pass, Pass::fwd_combine);
+  expect_svg_matches(schedule_svg(passes, shape), passes);
 }
 
 TEST(ScheduleSvg, DrawsTheMaskEdgesOfTheSpec) {

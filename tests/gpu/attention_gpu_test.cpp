@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -32,6 +33,7 @@
 #include "runtime/cuda_driver.h"
 #include "runtime/gpu_attention.h"
 #include "runtime/kernel_cache.h"
+#include "runtime/launch_plan.h"
 #include "runtime/validate.h"
 
 namespace flashgen::test {
@@ -222,6 +224,35 @@ struct Problem3 {
   }
 };
 
+// Fresh random inputs of a case (logical (b, s, h, d) order): q, k ~ N(0, qk_std^2), v and
+// dO ~ N(0, 1), rounded to the dtype.
+struct Inputs {
+  std::vector<float> q, k, v, dout;
+};
+Inputs random_inputs(const Case& c, std::mt19937& rng, float qk_std = 1.0f) {
+  const std::size_t nq = static_cast<std::size_t>(c.batch) * c.seqlen_q * c.heads_q * c.head_dim;
+  const std::size_t nk = static_cast<std::size_t>(c.batch) * c.seqlen_k * c.heads_kv * c.head_dim;
+  Inputs in;
+  in.q = random_values(rng, nq, qk_std, c.dtype);
+  in.k = random_values(rng, nk, qk_std, c.dtype);
+  in.v = random_values(rng, nk, 1.0f, c.dtype);
+  in.dout = random_values(rng, nq, 1.0f, c.dtype);
+  return in;
+}
+
+// The inputs to the device, every output and lse poisoned with NaN.
+void upload(Problem3& pr, const Inputs& in) {
+  const DType t = pr.c.dtype;
+  pr.q.scatter(t, in.q);
+  pr.k.scatter(t, in.k);
+  pr.v.scatter(t, in.v);
+  pr.dout.scatter(t, in.dout);
+  for (Storage* s : {pr.qkv.get(), pr.q_st.get(), pr.k_st.get(), pr.v_st.get(), pr.do_st.get()})
+    if (s) s->upload();
+  for (Storage* s : {pr.o_st.get(), pr.dq_st.get(), pr.dk_st.get(), pr.dv_st.get()}) s->device.fill_nan();
+  pr.lse.fill_nan();
+}
+
 void synchronize() { check_cuda(cuda_driver().cuCtxSynchronize(), "cuCtxSynchronize (test)"); }
 
 class GpuTest : public ::testing::Test {
@@ -240,20 +271,10 @@ void run_case(const Case& c) {
   SCOPED_TRACE(fmt::format("seed {} case {}", seed, case_name(c)));
   std::mt19937 rng(seed);
   Problem3 pr(c);
-  const std::size_t nq = static_cast<std::size_t>(c.batch) * c.seqlen_q * c.heads_q * c.head_dim;
-  const std::size_t nk = static_cast<std::size_t>(c.batch) * c.seqlen_k * c.heads_kv * c.head_dim;
   // q.k * scale has standard deviation about qk_std^2: q, k ~ N(0, qk_std^2).
-  const float qk_std = std::sqrt(c.logit_std);
-  const std::vector<float> q = random_values(rng, nq, qk_std, c.dtype), k = random_values(rng, nk, qk_std, c.dtype),
-                           v = random_values(rng, nk, 1.0f, c.dtype), dout = random_values(rng, nq, 1.0f, c.dtype);
-  pr.q.scatter(c.dtype, q);
-  pr.k.scatter(c.dtype, k);
-  pr.v.scatter(c.dtype, v);
-  pr.dout.scatter(c.dtype, dout);
-  for (Storage* s : {pr.qkv.get(), pr.q_st.get(), pr.k_st.get(), pr.v_st.get(), pr.do_st.get()})
-    if (s) s->upload();
-  for (Storage* s : {pr.o_st.get(), pr.dq_st.get(), pr.dk_st.get(), pr.dv_st.get()}) s->device.fill_nan();
-  pr.lse.fill_nan();
+  const Inputs in = random_inputs(c, rng, std::sqrt(c.logit_std));
+  const std::vector<float>&q = in.q, &k = in.k, &v = in.v, &dout = in.dout;
+  upload(pr, in);
 
   Runtime rt;
   const ForwardArgs fa = pr.forward_args();
@@ -363,7 +384,14 @@ std::vector<Case> small() {
   d.window_right = 10;
   d.dtype = DType::f16;
   d.deterministic = true;
-  return {a, b, c, d};
+  // The split-KV decode with split keys: GQA-packed rows, a ragged last key tile, the combine.
+  Case e;
+  e.head_dim = 128;
+  e.seqlen_q = 3;
+  e.seqlen_k = 600;
+  e.heads_q = 8;
+  e.heads_kv = 2;
+  return {a, b, c, d, e};
 }
 INSTANTIATE_TEST_SUITE_P(Small, GpuAttention, ::testing::ValuesIn(small()),
                          [](const ::testing::TestParamInfo<Case>& i) { return case_name(i.param); });
@@ -387,6 +415,41 @@ std::vector<Case> big_logits() {
   return out;
 }
 INSTANTIATE_TEST_SUITE_P(BigLogits, GpuAttention, ::testing::ValuesIn(big_logits()),
+                         [](const ::testing::TestParamInfo<Case>& i) { return case_name(i.param); });
+
+Case make_case(int d, int sq, int sk, int batch, int hq, int hkv, DType t = DType::bf16) {
+  Case c;
+  c.head_dim = d;
+  c.seqlen_q = sq;
+  c.seqlen_k = sk;
+  c.batch = batch;
+  c.heads_q = hq;
+  c.heads_kv = hkv;
+  c.dtype = t;
+  return c;
+}
+
+// Decode (seqlen_q <= 16): the split-KV kernel over GQA-packed query rows and, where the
+// keys are split, the combine; ragged key tiles, GQA 4:1 and 8:1, MHA, causal, window,
+// softcap, a head dim that is no multiple of 8, both dtypes.
+std::vector<Case> decode() {
+  const auto make = make_case;
+  Case a = make(128, 1, 4099, 3, 32, 8, DType::bf16);
+  Case b = make(64, 4, 2000, 2, 16, 2, DType::f16);
+  b.causal = true;
+  Case c = make(256, 16, 777, 1, 8, 1, DType::bf16);
+  c.window_left = 100;
+  c.window_right = 0;
+  c.softcap = 30.0f;
+  Case d = make(80, 7, 3001, 1, 6, 2, DType::bf16);
+  d.causal = true;
+  d.deterministic = true;
+  Case e = make(111, 2, 1500, 1, 4, 4, DType::f16);
+  Case f = make(128, 16, 1024, 2, 4, 4, DType::f16);
+  f.causal = true;
+  return {a, b, c, d, e, f};
+}
+INSTANTIATE_TEST_SUITE_P(Decode, GpuAttention, ::testing::ValuesIn(decode()),
                          [](const ::testing::TestParamInfo<Case>& i) { return case_name(i.param); });
 
 Case deterministic_case() {
@@ -413,10 +476,16 @@ class PrecompileKernels : public ::testing::Environment {
     std::vector<Case> all = matrix();
     for (const Case& c : big_logits()) all.push_back(c);
     for (const Case& c : small()) all.push_back(c);
+    for (const Case& c : decode()) all.push_back(c);
     all.push_back(deterministic_case());
     std::vector<KernelSpec> specs;
     for (const Case& c : all) {
       Problem p;
+      p.batch = c.batch;
+      p.seqlen_q = c.seqlen_q;
+      p.seqlen_k = c.seqlen_k;
+      p.heads_q = c.heads_q;
+      p.heads_kv = c.heads_kv;
       p.head_dim = c.head_dim;
       p.dtype = c.dtype;
       p.options.causal = c.causal;
@@ -441,13 +510,7 @@ TEST_F(GpuTest, DeterministicBackwardIsBitwiseReproducible) {
   SCOPED_TRACE(fmt::format("seed {}", seed));
   std::mt19937 rng(seed);
   Problem3 pr(c);
-  const std::size_t nq = static_cast<std::size_t>(c.batch) * c.seqlen_q * c.heads_q * c.head_dim;
-  const std::size_t nk = static_cast<std::size_t>(c.batch) * c.seqlen_k * c.heads_kv * c.head_dim;
-  pr.q.scatter(c.dtype, random_values(rng, nq, 1.0f, c.dtype));
-  pr.k.scatter(c.dtype, random_values(rng, nk, 1.0f, c.dtype));
-  pr.v.scatter(c.dtype, random_values(rng, nk, 1.0f, c.dtype));
-  pr.dout.scatter(c.dtype, random_values(rng, nq, 1.0f, c.dtype));
-  for (Storage* s : {pr.q_st.get(), pr.k_st.get(), pr.v_st.get(), pr.do_st.get()}) s->upload();
+  upload(pr, random_inputs(c, rng));
   Runtime rt;
   rt.forward(pr.forward_args());
   std::vector<std::uint16_t> first[3];
@@ -467,6 +530,171 @@ TEST_F(GpuTest, DeterministicBackwardIsBitwiseReproducible) {
   std::size_t nan = 0;
   for (float x : pr.dq.gather(c.dtype)) nan += !std::isfinite(x);
   EXPECT_EQ(nan, 0u) << "dq has unwritten elements";
+}
+
+// The split-KV decode planned for 1 SM (one split) and for 132 and 1000 SMs (29 and 47
+// splits): each within the rule against the oracle, and bitwise the same over repeated runs
+// at a fixed split count.
+TEST_F(GpuTest, DecodeSplitsMatchTheOracleAndAreBitwiseStable) {
+  const Case c = make_case(128, 1, 9001, 2, 16, 2);
+  const unsigned seed = std::random_device{}();
+  SCOPED_TRACE(fmt::format("seed {}", seed));
+  std::mt19937 rng(seed);
+  Problem3 pr(c);
+  const Inputs in = random_inputs(c, rng);
+  upload(pr, in);
+  const ForwardArgs fa = pr.forward_args();
+  const Problem p = validate_forward(fa);
+  const std::vector<KernelSpec> specs = forward_specs(p, device_arch(0));
+  ASSERT_EQ(specs.at(0).pass, Pass::fwd_splitkv);
+  const cpu::Fp64Outputs ref = cpu::standard_forward_f64(p, to_f64(in.q), to_f64(in.k), to_f64(in.v), cpu_threads());
+  const PtResult pt = input_precision_attention(p, in.q, in.k, in.v, in.dout, cpu_threads());
+  KernelCache cache;
+  for (int sms : {1, 132, 1000}) {
+    SCOPED_TRACE(fmt::format("{} SMs: {} splits", sms, split_count(p, specs, sms)));
+    if (sms == 1) {
+      EXPECT_EQ(split_count(p, specs, sms), 1);
+    } else {
+      EXPECT_GT(split_count(p, specs, sms), 8);
+    }
+    std::vector<std::uint16_t> first;
+    std::vector<float> first_lse;
+    for (int run = 0; run < 3; ++run) {
+      pr.o_st->device.fill_nan();
+      pr.lse.fill_nan();
+      gpu_forward(cache, fa, p, nullptr, specs, sms);
+      synchronize();
+      pr.o_st->download();
+      std::vector<float> lse(static_cast<std::size_t>(c.batch) * c.heads_q * c.seqlen_q);
+      pr.lse.download(lse.data(), lse.size() * 4);
+      if (run == 0) {
+        expect_rule("o", pr.o.gather(c.dtype), ref.o, pt.o, c.dtype, 2.0);
+        expect_lse(lse, ref.lse);
+        first = pr.o_st->host;
+        first_lse = lse;
+      } else {
+        ASSERT_EQ(first, pr.o_st->host) << "o differs in run " << run;
+        ASSERT_EQ(0, std::memcmp(first_lse.data(), lse.data(), lse.size() * 4)) << "lse differs in run " << run;
+      }
+    }
+  }
+}
+
+// A NaN in one element of q (one query row of one head) or of k (one key of one KV head)
+// propagates as standard attention propagates it (as the CPU backends do:
+// tests/cpu/tiled_attention_test.cpp). Forward, exactly: o and lse of every row that sees it
+// are NaN, every other row is finite, a row that sees no key keeps o = 0, lse = -inf.
+// Backward: dq of those rows and dk, dv of every key such a row sees are NaN; what does not
+// depend on the NaN at all is finite (other KV heads' groups; with the NaN in q, dq of every
+// other row, and 0 for rows that see no key). Products of a masked zero and the NaN (dq of a
+// row beside the NaN key, dk of a key beside the NaN query) are NaN in standard attention's
+// matrix products too and are left unchecked. On the warp-specialised forward and dK/dV
+// kernels, the split-KV decode (split keys) and the mma.sync kernels.
+TEST_F(GpuTest, NanPropagatesLikeStandardAttention) {
+  struct NanCase {
+    Case c;
+    bool in_q;
+    int row, head;  // q: query row and head; k: key and KV head
+  };
+  auto make = [](int d, int sq, int sk, int hq, int hkv, bool causal) {
+    Case c = make_case(d, sq, sk, 1, hq, hkv);
+    c.causal = causal;
+    return c;
+  };
+  const Case prefill = make(128, 200, 150, 4, 2, true);  // queries 0..49 see no key
+  const Case decode = make(128, 3, 3000, 8, 2, true);
+  Case sm80 = make(59, 77, 77, 2, 1, false);
+  sm80.window_left = 20;
+  sm80.window_right = 3;
+  sm80.softcap = 30.0f;
+  sm80.dtype = DType::f16;
+  const NanCase cases[] = {{prefill, true, 120, 1}, {prefill, false, 30, 0}, {decode, true, 1, 5},
+                           {decode, false, 2999, 1}, {sm80, false, 40, 0},  {sm80, true, 10, 1}};
+  const unsigned seed = std::random_device{}();
+  SCOPED_TRACE(fmt::format("seed {}", seed));
+  std::mt19937 rng(seed);
+  Runtime rt;
+  for (const NanCase& n : cases) {
+    const Case& c = n.c;
+    SCOPED_TRACE(fmt::format("{}: NaN in {} row {} of head {}", case_name(c), n.in_q ? "q" : "k", n.row, n.head));
+    Problem3 pr(c);
+    Inputs in = random_inputs(c, rng);
+    (n.in_q ? in.q : in.k)[((static_cast<std::size_t>(n.row) * (n.in_q ? c.heads_q : c.heads_kv)) + n.head) *
+                               c.head_dim +
+                           3] = NAN;
+    upload(pr, in);
+    rt.forward(pr.forward_args());
+    rt.backward(pr.backward_args());
+    synchronize();
+    for (Storage* s : {pr.o_st.get(), pr.dq_st.get(), pr.dk_st.get(), pr.dv_st.get()}) s->download();
+    std::vector<float> lse(static_cast<std::size_t>(c.heads_q) * c.seqlen_q);
+    pr.lse.download(lse.data(), lse.size() * 4);
+    const std::vector<float> o = pr.o.gather(c.dtype), dq = pr.dq.gather(c.dtype), dk = pr.dk.gather(c.dtype),
+                             dv = pr.dv.gather(c.dtype);
+
+    const int group = c.heads_q / c.heads_kv, off = c.seqlen_k - c.seqlen_q;
+    const int left = c.window_left, right = c.causal ? 0 : c.window_right;
+    auto sees = [&](int i, int j) {
+      return j < c.seqlen_k && (left < 0 || j >= i + off - left) && (right < 0 || j <= i + off + right);
+    };
+    auto poisoned_row = [&](int h, int i) { return n.in_q ? h == n.head && i == n.row : h / group == n.head && sees(i, n.row); };
+    // (NaN count, zero count) of the head-dim row at `row` (logical (s, h) order) of a tensor.
+    auto count = [&](const std::vector<float>& t, int heads, int s, int h) {
+      int nan = 0, zero = 0;
+      for (int x = 0; x < c.head_dim; ++x) {
+        const float v = t[(static_cast<std::size_t>(s) * heads + h) * c.head_dim + x];
+        nan += std::isnan(v);
+        zero += v == 0.0f;
+      }
+      return std::pair{nan, zero};
+    };
+    int checked_rows = 0, poisoned_rows = 0;
+    for (int h = 0; h < c.heads_q; ++h)
+      for (int i = 0; i < c.seqlen_q; ++i) {
+        bool any = false;
+        for (int j = 0; j < c.seqlen_k && !any; ++j) any = sees(i, j);
+        const float l = lse[static_cast<std::size_t>(h) * c.seqlen_q + i];
+        const auto [o_nan, o_zero] = count(o, c.heads_q, i, h);
+        const auto [dq_nan, dq_zero] = count(dq, c.heads_q, i, h);
+        // dq of this row cannot depend on the NaN: another group, or the NaN is another row's q.
+        const bool dq_clean = n.in_q ? !(h == n.head && i == n.row) : h / group != n.head;
+        if (!any) {
+          EXPECT_EQ(l, -INFINITY) << "head " << h << " query " << i;
+          EXPECT_EQ(o_zero, c.head_dim) << "head " << h << " query " << i;
+          if (dq_clean) {
+            EXPECT_EQ(dq_zero, c.head_dim) << "dq of head " << h << " query " << i;
+          }
+          continue;
+        }
+        const bool bad = poisoned_row(h, i);
+        ++checked_rows;
+        poisoned_rows += bad;
+        EXPECT_EQ(std::isnan(l), bad) << "lse of head " << h << " query " << i << ": " << l;
+        EXPECT_EQ(o_nan, bad ? c.head_dim : 0) << "o of head " << h << " query " << i;
+        if (bad) {
+          EXPECT_EQ(dq_nan, c.head_dim) << "dq of head " << h << " query " << i;
+        } else if (dq_clean) {
+          EXPECT_EQ(dq_nan, 0) << "dq of head " << h << " query " << i;
+        }
+      }
+    EXPECT_GT(poisoned_rows, 0);
+    EXPECT_GT(checked_rows, poisoned_rows);
+    for (int hk = 0; hk < c.heads_kv; ++hk)
+      for (int j = 0; j < c.seqlen_k; ++j) {
+        bool bad = false;
+        for (int h = hk * group; h < (hk + 1) * group && !bad; ++h)
+          for (int i = 0; i < c.seqlen_q && !bad; ++i) bad = poisoned_row(h, i) && sees(i, j);
+        const int dk_nan = count(dk, c.heads_kv, j, hk).first, dv_nan = count(dv, c.heads_kv, j, hk).first;
+        if (bad) {
+          EXPECT_EQ(dk_nan, c.head_dim) << "dk of KV head " << hk << " key " << j;
+          EXPECT_EQ(dv_nan, c.head_dim) << "dv of KV head " << hk << " key " << j;
+        } else if (hk != (n.in_q ? n.head / group : n.head)) {
+          EXPECT_EQ(dk_nan, 0) << "dk of KV head " << hk << " key " << j;
+          EXPECT_EQ(dv_nan, 0) << "dv of KV head " << hk << " key " << j;
+        }
+      }
+    if (::testing::Test::HasFailure()) return;
+  }
 }
 
 // compute-sanitizer memcheck, racecheck and synccheck over the Small cases (this binary, re-run

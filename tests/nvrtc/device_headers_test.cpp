@@ -68,6 +68,8 @@ const KernelSpec kDq = spec(Pass::bwd_dq, 64, 64, 32, 4);
 const KernelSpec kFwdWs = spec(Pass::fwd, 128, 128, 128, 12);     // warp-specialised
 const KernelSpec kDkdvWs = spec(Pass::bwd_dkdv, 128, 64, 128, 12);  // warp-specialised
 const KernelSpec kRowwise = spec(Pass::bwd_preprocess, 96, 64, 64, 4);
+const KernelSpec kSplitKv = spec(Pass::fwd_splitkv, 128, 16, 64, 4);
+const KernelSpec kCombine = spec(Pass::fwd_combine, 72, 2, 64, 4, false);
 
 // Header -> what follows its #include.
 std::map<std::string, std::string> cases() {
@@ -346,6 +348,64 @@ extern "C" __global__ void t(const __grid_constant__ FlashAttentionParams p) {
   flash::FwdEpilogue<Traits>::store<flash::WgmmaTile<128, 128>>(p, off, 0, 0, 0, 100, o, lse, 0, threadIdx.x,
                                                                  threadIdx.x % 32);
 }
+)"},
+      {"arch/grid_dependency.cuh", R"(
+extern "C" __global__ void t(float* out) {
+  flash::grid_dependency_wait();
+  flash::launch_dependents();
+  out[threadIdx.x] = 0.0f;
+}
+)"},
+      {"attention/packed_rows.cuh", R"(
+extern "C" __global__ void t(int* out) {
+  const flash::PackedRows rows{4, 8};
+  out[rows.head(threadIdx.x)] = rows.position(threadIdx.x);
+}
+)"},
+      {"attention/lse_merge.cuh", R"(
+extern "C" __global__ void t(const float* lse, float* out, int n) {
+  flash::LseMerge m;
+  for (int i = 0; i < n; ++i) m.add(lse[i]);
+  out[threadIdx.x] = flash::LseMerge::weight(lse[threadIdx.x], m.lse());
+}
+)"},
+      {"scheduler/split_kv.cuh", R"(
+extern "C" __global__ void t(const __grid_constant__ FlashAttentionParams p, int* out) {
+  for (flash::SplitKvTile w = flash::SplitKvScheduler::first(p); w.valid; w = flash::SplitKvScheduler::next(w))
+    out[w.m_block + w.split + w.head_kv + w.batch] = 1;
+}
+)"},
+      {"fwd/splitkv_mainloop.cuh", traits(kSplitKv) + R"(
+using M = flash::FwdSplitKvMainloop<Traits>;
+extern "C" __global__ void t(const __grid_constant__ FlashAttentionParams p) {
+  const flash::DenseOffsets off(p, 0);
+  const flash::PackedRows rows{4, 0};
+  const M m(off, 0, rows, 0, 0, threadIdx.x % 32);
+  m.load_q(p, off, rows, 0, 12, threadIdx.x);
+  m.load_kv(p, off, 0, 0, threadIdx.x);
+  const flash::Visibility<true> vis(p.seqlen_q, p.seqlen_k, -1, 0);
+  M::Accumulator o;
+  flash::zero(o);
+  flash::SoftmaxLedger<M::kRT> ledger;
+  ledger.init();
+  m.consume(p, vis, 0, 0, 0, 3, threadIdx.x / 32, threadIdx.x % 32, 0.0f, o, ledger);
+  p.lse[threadIdx.x] = o[0][0][0];
+}
+)"},
+      {"fwd/splitkv_epilogue.cuh", traits(kSplitKv) + R"(
+#include "fwd/splitkv_mainloop.cuh"
+extern "C" __global__ void t(const __grid_constant__ FlashAttentionParams p) {
+  const flash::DenseOffsets off(p, 0);
+  float o[1][16][4] = {}, lse[1][2] = {};
+  flash::FwdSplitKvEpilogue<Traits>::store<flash::FwdSplitKvMainloop<Traits>::Layout>(
+      p, off, flash::PackedRows{4, 0}, 0, 0, 12, 1, o, lse, threadIdx.x / 32, threadIdx.x % 32, threadIdx.x);
+}
+)"},
+      {"fwd/fwd_splitkv_kernel.cuh", traits(kSplitKv) + R"(
+extern "C" __global__ void t(const __grid_constant__ FlashAttentionParams p) { flash::FwdSplitKvKernel<Traits>::run(p); }
+)"},
+      {"fwd/fwd_combine_kernel.cuh", traits(kCombine) + R"(
+extern "C" __global__ void t(const __grid_constant__ FlashAttentionParams p) { flash::FwdCombineKernel<Traits>::run(p); }
 )"},
       {"fwd/fwd_kernel.cuh", traits(kFwd) + R"(
 extern "C" __global__ void t(const __grid_constant__ FlashAttentionParams p) { flash::FwdKernel<Traits>::run(p); }

@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
   std::vector<KernelSpec> specs;
   for (const test::EmulationCase& c : test::emulation_cases()) {
     const Problem p = problem_of(c);
-    std::vector<KernelLaunch> plan = plan_forward(ForwardArgs{}, p, Arch::sm_80);
+    std::vector<KernelLaunch> plan = plan_forward(ForwardArgs{}, p, Arch::sm_80, 1, nullptr);
     for (const KernelLaunch& l : plan_backward(BackwardArgs{}, p, Arch::sm_80, nullptr)) plan.push_back(l);
     for (const KernelLaunch& l : plan)
       if (seen.insert(l.spec.uri()).second) specs.push_back(l.spec);

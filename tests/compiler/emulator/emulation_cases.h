@@ -17,6 +17,7 @@ struct EmulationCase {
   DType dtype;
   bool deterministic;
   bool packed_qkv;  // q, k, v views of one buffer (needs seqlen_q == seqlen_k)
+  int min_splits = 1;  // a decode case: its forward splits the keys at least this many ways
 };
 
 inline void PrintTo(const EmulationCase& c, std::ostream* os) {
@@ -38,6 +39,13 @@ inline std::vector<EmulationCase> emulation_cases() {
       {160, 33, 65, 1, 2, 2, false, -1, -1, 20.0f, DType::bf16, false, false},
       {80, 130, 70, 2, 3, 1, false, 20, 30, 0.0f, DType::f16, false, false},
       {192, 45, 45, 1, 2, 2, true, -1, -1, 0.0f, DType::bf16, false, true},
+      // Decode (seqlen_q <= 16): the split-KV kernel over GQA-packed rows, then the combine;
+      // the second has two 32-row tiles of 16 positions; under the window of the third the last
+      // two of its four splits see no key.
+      {128, 3, 700, 2, 8, 2, false, -1, -1, 0.0f, DType::bf16, false, false, 4},
+      {64, 16, 520, 1, 4, 1, true, -1, -1, 0.0f, DType::f16, false, false, 2},
+      {256, 2, 700, 1, 2, 1, false, 90, 40, 20.0f, DType::bf16, false, false, 4},
+      {100, 5, 400, 1, 6, 3, true, -1, -1, 0.0f, DType::f16, true, false, 3},
   };
 }
 

@@ -142,7 +142,14 @@ TEST_P(KernelEmulation, ForwardBackwardMatchOracle) {
   const Tensor lse_t = Tensor::contiguous3(lse.data(), DType::f32, {c.batch, c.heads_q, c.seqlen_q});
   const ForwardArgs fa{q.tensor(), k.tensor(), v.tensor(), o.tensor(), lse_t, opt};
   const Problem p = validate_forward(fa);
-  run_plan(plan_forward(fa, p, Arch::sm_80));
+  // The decode cases' split count is sized for an H200's SMs, so that they run with splits.
+  constexpr int kSmCount = 132;
+  const std::vector<KernelSpec> fwd_specs = select_forward_kernels(problem_key(p), Arch::sm_80);
+  std::vector<float> fwd_workspace(forward_workspace_bytes(p, fwd_specs, kSmCount) / sizeof(float), NAN);
+  if (c.min_splits > 1) {
+    EXPECT_GE(split_count(p, fwd_specs, kSmCount), c.min_splits);
+  }
+  run_plan(plan_forward(fa, p, fwd_specs, kSmCount, fwd_workspace.data()));
 
   BackwardArgs ba;
   ba.q = q.tensor();

@@ -9,10 +9,10 @@
 // ARCH: error: --flash-select-kernels: arch 'sm_70' is not one of sm_80, sm_86, sm_89, sm_90, sm_90a
 // TAKEN: error: 'flash.attention' op symbol @fwd_d64_fp16_{{[a-z0-9_]+}}_sm_90a exists but is not the kernel of that name
 
-func.func @fp32(%q: tensor<1x16x2x64xf32>) {
+func.func @fp32(%q: tensor<1x32x2x64xf32>) {
   // fp32 runs on the CPU backend only: there is no GPU kernel to select.
   // expected-error @+1 {{no kernel for head_dim 64, fp32, causal on sm_90a: invalid kernel spec fwd_d64_fp32}}
-  %o, %lse = flash.attention %q, %q, %q causal : (tensor<1x16x2x64xf32>, tensor<1x16x2x64xf32>, tensor<1x16x2x64xf32>) -> (tensor<1x16x2x64xf32>, tensor<1x2x16xf32>)
+  %o, %lse = flash.attention %q, %q, %q causal : (tensor<1x32x2x64xf32>, tensor<1x32x2x64xf32>, tensor<1x32x2x64xf32>) -> (tensor<1x32x2x64xf32>, tensor<1x2x32xf32>)
   return
 }
 

@@ -88,3 +88,21 @@ func.func @train_step(%q: tensor<1x?x1x64xbf16>, %do: tensor<1x?x1x64xbf16>)
       -> (tensor<1x?x1x64xbf16>, tensor<1x?x1x64xbf16>, tensor<1x?x1x64xbf16>)
   return %dq, %dk, %dv : tensor<1x?x1x64xbf16>, tensor<1x?x1x64xbf16>, tensor<1x?x1x64xbf16>
 }
+
+// -----
+
+// Decode (seqlen_q <= 16): the split-KV kernel, then the combine that merges its parts
+// (a no-op launch when the keys are not split), o and lse threaded through both.
+// CHECK: flash.kernel @[[SPLIT:fwd_splitkv_d128_bf16_m16n[0-9]+_w4s[0-9]+_sm_90a]] fwd_splitkv for sm_90a {head_dim = 128, dtype = bf16,
+// CHECK-NEXT: flash.kernel @[[COMB:fwd_combine_d128_bf16_[a-z0-9_]+_sm_90a]] fwd_combine for sm_90a {head_dim = 128, dtype = bf16,
+// CHECK-LABEL: func.func @decode
+// CHECK-SAME: (%[[Q:[^:]*]]: {{[^,]*}}, %[[K:[^:]*]]: {{[^,]*}}, %[[V:[^:]*]]: {{[^,]*}})
+// CHECK: %[[S:.*]]:2 = flash.launch @[[SPLIT]](%[[Q]], %[[K]], %[[V]]) : (tensor<4x1x32x128xbf16>, tensor<4x8192x8x128xbf16>, tensor<4x8192x8x128xbf16>) -> (tensor<4x1x32x128xbf16>, tensor<4x32x1xf32>)
+// CHECK: %[[C:.*]]:2 = flash.launch @[[COMB]](%[[S]]#0, %[[S]]#1) : (tensor<4x1x32x128xbf16>, tensor<4x32x1xf32>) -> (tensor<4x1x32x128xbf16>, tensor<4x32x1xf32>)
+// CHECK: return %[[C]]#0, %[[C]]#1
+func.func @decode(%q: tensor<4x1x32x128xbf16>, %k: tensor<4x8192x8x128xbf16>, %v: tensor<4x8192x8x128xbf16>)
+    -> (tensor<4x1x32x128xbf16>, tensor<4x32x1xf32>) {
+  %o, %lse = flash.attention %q, %k, %v
+      : (tensor<4x1x32x128xbf16>, tensor<4x8192x8x128xbf16>, tensor<4x8192x8x128xbf16>) -> (tensor<4x1x32x128xbf16>, tensor<4x32x1xf32>)
+  return %o, %lse : tensor<4x1x32x128xbf16>, tensor<4x32x1xf32>
+}

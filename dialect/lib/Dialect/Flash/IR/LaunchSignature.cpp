@@ -34,6 +34,16 @@ LaunchSignature launchSignature(const flashgen::KernelSpec& spec) {
       s.operands = {R::grad_query_accum};
       s.results = {R::grad_query};
       break;
+    // Decode: the split-KV kernel writes o and lse (one split) or the splits' parts (the
+    // launch's workspace, sized at run time from the SM count), which fwd_combine merges.
+    case flashgen::Pass::fwd_splitkv:
+      s.operands = {R::query, R::key, R::value};
+      s.results = {R::out, R::lse};
+      break;
+    case flashgen::Pass::fwd_combine:
+      s.operands = {R::out, R::lse};
+      s.results = {R::out, R::lse};
+      break;
   }
   return s;
 }

@@ -43,6 +43,10 @@ inline uint4 ld_shared_v4(u32 addr) {
   return v;
 }
 inline void st_shared_f32(u32 addr, float v) { std::memcpy(smem_at(addr, 4), &v, 4); }
+inline void st_shared_v2_f32(u32 addr, float x, float y) {
+  const float v[2] = {x, y};
+  std::memcpy(smem_at(addr, 8), v, 8);
+}
 inline float ld_shared_f32(u32 addr) {
   float v;
   std::memcpy(&v, smem_at(addr, 4), 4);

@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""Decode-shaped attention on one GPU: flashgen vs PyTorch SDPA (flash, cuDNN) and, with
+--fa4, FlashAttention-4, in the same process.
+
+The rows of ../shared/anchors/h200-peers.md ("Decode"): bf16, D 128, 32 query heads,
+8 KV heads, contiguous K/V in (B, seqlen, heads, D); seqlen_q 1 or 4 against long K/V.
+Decode reads K and V once: the figure of merit is the bandwidth, bytes of q, k, v and o
+over the time (the H200's copy ceiling is 4.24-4.3 TB/s). Times are the median of
+triton.testing.do_bench (L2 flushed before every run). Each implementation's output is
+checked against SDPA's flash backend (max |o - o_fa2|).
+
+Prints a table (us and TB/s per implementation, flashgen / best peer) and writes
+decode.json into --out.
+
+    FLASHGEN_LIBRARY=build/runtime/libflashgen.so PYTHONPATH=python \\
+        python3 bench/decode.py --out build/bench
+"""
+import argparse
+import datetime
+import json
+import pathlib
+import subprocess
+import sys
+import traceback
+
+import torch
+import torch.nn.functional as F
+import triton
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "python"))
+import flashgen  # noqa: E402
+
+# (batch, seqlen_q, seqlen_k): h200-peers.md's decode rows, plus speculative decoding at 16.
+ROWS = [(64, 1, 8192), (8, 1, 65536), (1, 1, 262144), (64, 4, 8192), (8, 16, 16384)]
+HEADS_Q, HEADS_KV, HEAD_DIM = 32, 8, 128
+COPY_CEILING_TBS = 4.24
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--fa4", action="store_true", help="also FlashAttention-4 (../shared/anchors/fa4/ stages it)")
+    p.add_argument("--causal", action="store_true", help="bottom-right causal mask (decode's own)")
+    p.add_argument("--warmup", type=int, default=20, help="do_bench warm-up, ms")
+    p.add_argument("--rep", type=int, default=100, help="do_bench repetition time, ms")
+    p.add_argument("--commit", default=None, help="commit recorded in the JSON (default: git rev-parse HEAD)")
+    p.add_argument("--traceback", action="store_true", help="print the full traceback of a failing implementation")
+    p.add_argument("--out", type=pathlib.Path, default=pathlib.Path("build/bench"), help="output directory")
+    return p.parse_args()
+
+
+def sdpa(backend, causal):
+    def run(q, k, v):
+        with sdpa_kernel(backend):
+            o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                               is_causal=causal, enable_gqa=True)
+        return o.transpose(1, 2)
+
+    return run
+
+
+def fa4(causal):
+    from flash_attn.cute.interface import flash_attn_func
+
+    def run(q, k, v):
+        o = flash_attn_func(q, k, v, causal=causal)
+        return o[0] if isinstance(o, tuple) else o
+
+    return run
+
+
+def implementations(args):
+    impls = {
+        "flashgen": lambda q, k, v: flashgen.attention(q, k, v, causal=args.causal),
+        "fa2": sdpa(SDPBackend.FLASH_ATTENTION, args.causal),
+        "cudnn": sdpa(SDPBackend.CUDNN_ATTENTION, args.causal),
+    }
+    if args.fa4:
+        impls["fa4"] = None  # imported on first use: the import may fail
+    return impls
+
+
+def commit_of(args):
+    if args.commit:
+        return args.commit
+    try:
+        return subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], text=True).strip()
+    except Exception:  # noqa: BLE001
+        return "unknown"
+
+
+def main():
+    args = parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    impls = implementations(args)
+    rows = []
+    for batch, seqlen_q, seqlen_k in ROWS:
+        torch.manual_seed(0)
+        q = torch.randn(batch, seqlen_q, HEADS_Q, HEAD_DIM, device="cuda", dtype=torch.bfloat16)
+        k = torch.randn(batch, seqlen_k, HEADS_KV, HEAD_DIM, device="cuda", dtype=torch.bfloat16)
+        v = torch.randn_like(k)
+        nbytes = 2 * (k.numel() + v.numel() + 2 * q.numel())
+        row = {"batch": batch, "seqlen_q": seqlen_q, "seqlen_k": seqlen_k, "heads_q": HEADS_Q, "heads_kv": HEADS_KV,
+               "head_dim": HEAD_DIM, "causal": args.causal, "bytes": nbytes, "results": {}}
+        ref = None
+        for name, fn in impls.items():
+            try:
+                if fn is None:
+                    fn = impls[name] = fa4(args.causal)
+                o = fn(q, k, v)
+                if ref is None:
+                    ref = sdpa(SDPBackend.FLASH_ATTENTION, args.causal)(q, k, v).float()
+                err = (o.float() - ref).abs().max().item()
+                ms = triton.testing.do_bench(lambda: fn(q, k, v), warmup=args.warmup, rep=args.rep)
+                row["results"][name] = {"us": ms * 1e3, "tbs": nbytes / ms / 1e9, "max_err": err}
+            except Exception as e:  # noqa: BLE001
+                if args.traceback:
+                    traceback.print_exc()
+                row["results"][name] = {"error": repr(e)[:200]}
+            torch.cuda.empty_cache()
+        del q, k, v, ref
+        torch.cuda.empty_cache()
+        rows.append(row)
+        print_row(row, impls, header=len(rows) == 1)
+
+    doc = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+           "commit": commit_of(args), "gpu": torch.cuda.get_device_name(), "copy_ceiling_tbs": COPY_CEILING_TBS,
+           "rows": rows}
+    (args.out / "decode.json").write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"wrote {args.out / 'decode.json'}")
+
+
+def print_row(row, impls, header):
+    names = list(impls)
+    if header:
+        print(f"{'B':>3} {'sq':>3} {'sk':>7} | " + " | ".join(f"{n:>17}" for n in names) + " | flashgen/best peer")
+    cells = []
+    for n in names:
+        r = row["results"].get(n, {})
+        cells.append(f"{r['us']:7.0f} us {r['tbs']:4.2f} TB/s" if "us" in r else f"{'n/a':>17}")
+    peers = [row["results"][n]["us"] for n in names if n != "flashgen" and "us" in row["results"].get(n, {})]
+    mine = row["results"]["flashgen"].get("us")
+    ratio = f"{min(peers) / mine:.2f}x" if peers and mine else "n/a"
+    print(f"{row['batch']:>3} {row['seqlen_q']:>3} {row['seqlen_k']:>7} | " + " | ".join(cells) + f" | {ratio}",
+          flush=True)
+
+
+if __name__ == "__main__":
+    main()

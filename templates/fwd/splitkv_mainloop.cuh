@@ -1,0 +1,111 @@
+// The decode mainloop (split-KV forward): one tile of GQA-packed query rows (position x
+// head of one KV head, attention/packed_rows.cuh) against one split of the keys. Decode is
+// a read of K and V at memory bandwidth, so the CTA keeps a deep cp.async ring of K/V tiles
+// and its warps do not share rows: each warp owns every row of the tile and a kBlockN /
+// kWarps slice of each key tile, with its own softmax ledger; the epilogue merges the warps.
+// That needs no barrier but the ring's one per tile, and each K/V byte is read once.
+#pragma once
+
+#include "attention/offsets.cuh"
+#include "attention/packed_rows.cuh"
+#include "attention/softcap.cuh"
+#include "attention/softmax.cuh"
+#include "attention/visibility.cuh"
+#include "params/kernel_traits.cuh"
+#include "pipeline/cp_async_pipeline.cuh"
+#include "tile/copy.cuh"
+#include "tile/warp_mma.cuh"
+
+namespace flash {
+
+template <class Cfg>
+struct FwdSplitKvMainloop {
+  static_assert(!Cfg::kWgmma, "mma.sync: each warp multiplies all rows of the tile by its slice of keys");
+  static constexpr int kWarpKeys = Cfg::kBlockN / Cfg::kWarps;  // keys of a K/V tile per warp
+  static constexpr int kRT = Cfg::kBlockM / 16;
+  static constexpr int kNT = kWarpKeys / 8;
+  static constexpr int kDT = Cfg::kHeadDimPadded / 8;
+  static_assert(kWarpKeys % 16 == 0, "each warp's key slice is whole mma k-steps of P.V");
+
+  // Shared memory: the Q tile, then kStages x (K tile, V tile); after the loop the same bytes
+  // hold each warp's O (fp32, rows padded by 8 floats against bank conflicts) and lse rows
+  // for the merge (FwdSplitKvEpilogue).
+  struct Layout {
+    using Q = typename Cfg::template Tile<Cfg::kBlockM, Cfg::kHeadDimCols>;
+    using KV = typename Cfg::template Tile<Cfg::kBlockN, Cfg::kHeadDimCols>;
+    static constexpr int kStageBytes = 2 * KV::kBytes;  // K then V
+    static constexpr int kRingBytes = Q::kBytes + Cfg::kStages * kStageBytes;
+    static constexpr int kMergeRowFloats = Cfg::kHeadDimPadded + 8;
+    static constexpr int kMergeOBytes = Cfg::kWarps * Cfg::kBlockM * kMergeRowFloats * 4;
+    static constexpr int kMergeBytes = kMergeOBytes + Cfg::kWarps * Cfg::kBlockM * 4;
+    static constexpr int kBytes = kRingBytes > kMergeBytes ? kRingBytes : kMergeBytes;
+
+    static __device__ __forceinline__ u32 merge_o(u32 smem, int warp, int row, int col) {
+      return smem + 4 * ((warp * Cfg::kBlockM + row) * kMergeRowFloats + col);
+    }
+    static __device__ __forceinline__ u32 merge_lse(u32 smem, int warp, int row) {
+      return smem + kMergeOBytes + 4 * (warp * Cfg::kBlockM + row);
+    }
+  };
+  using Pipeline = CpAsyncPipeline<Cfg::kStages, false>;
+  using Accumulator = float[kRT][kDT][4];
+
+  u32 s_q, s_kv;
+  const u16 *k, *v;
+  int pos[kRT][2];  // query positions of this thread's C-fragment rows (the mask's rows)
+
+  __device__ __forceinline__ FwdSplitKvMainloop(const DenseOffsets& off, u32 smem, const PackedRows& packed, int h_kv,
+                                                int r0, int lane)
+      : s_q(smem), s_kv(smem + Layout::Q::kBytes), k(off.k(h_kv, 0)), v(off.v(h_kv, 0)) {
+#pragma unroll
+    for (int mt = 0; mt < kRT; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) pos[mt][h] = packed.position(r0 + 16 * mt + (lane >> 2) + 8 * h);
+  }
+
+  // Producer: the tile's rows r0.. (rows_q of them), gathered from their heads and positions.
+  __device__ __forceinline__ void load_q(const FlashAttentionParams& p, const DenseOffsets& off,
+                                         const PackedRows& packed, int r0, int rows_q, int tid) const {
+    load_rows<typename Layout::Q, Cfg::kThreads, Cfg::kHeadDim, Cfg::kVecLoad>(
+        s_q, [&](int r) { return off.q(packed.head(r0 + r), packed.position(r0 + r)); }, rows_q, tid);
+    cp_async_commit();
+  }
+
+  // Producer: K/V tile n_block into `stage` (all threads).
+  __device__ __forceinline__ void load_kv(const FlashAttentionParams& p, const DenseOffsets& off, int n_block,
+                                          int stage, int tid) const {
+    const int n0 = n_block * Cfg::kBlockN;
+    load_kv_tiles<typename Layout::KV, Cfg::kThreads, Cfg::kHeadDim, Cfg::kVecLoad>(
+        s_kv + stage * Layout::kStageBytes, k, p.k_stride.row, v, p.v_stride.row, n0, off.seqlen_k() - n0, tid);
+  }
+
+  // Consumer: the warp's slice of K/V tile n_block (in `stage`) folded into its O and ledger.
+  // Queries [q_lo, q_hi) are the positions the tile's rows hold.
+  template <class Vis>
+  __device__ __forceinline__ void consume(const FlashAttentionParams& p, const Vis& vis, int stage, int n_block,
+                                          int q_lo, int q_hi, int warp, int lane, float softcap_pre,
+                                          Accumulator& acc_o, SoftmaxLedger<kRT>& ledger) const {
+    using L = Layout;
+    const u32 s_k = s_kv + stage * L::kStageBytes;
+    const u32 s_v = s_k + L::KV::kBytes;
+    const int key0 = warp * kWarpKeys;  // within the tile
+    const int n0 = n_block * Cfg::kBlockN + key0;
+
+    float s[kRT][kNT][4];
+    zero(s);
+    mma_rows_nk<Cfg::kIsBf16, kRT, kNT, Cfg::kHeadDimPadded, typename L::Q, typename L::KV>(s, s_q, 0, s_k, key0,
+                                                                                        lane);
+    if constexpr (Cfg::kSoftcap) softcap_scores(s, softcap_pre, p.softcap);
+    if (!vis.tile_visible(q_lo, q_hi, n0, n0 + kWarpKeys)) mask_scores_at<true>(s, vis, pos, n0, lane);
+    ledger.update(s, acc_o, p.scale_log2);
+
+    u32 a[kRT][kNT / 2][4];
+#pragma unroll
+    for (int mt = 0; mt < kRT; ++mt)
+#pragma unroll
+      for (int kk = 0; kk < kNT / 2; ++kk) c_to_a<Cfg::kIsBf16, kNT>(a[mt][kk], s[mt], kk);
+    mma_frags_kn<Cfg::kIsBf16, kRT, kNT / 2, kDT, typename L::KV>(acc_o, a, s_v, key0, 0, lane);
+  }
+};
+
+}  // namespace flash
