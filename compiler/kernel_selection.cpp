@@ -129,16 +129,26 @@ KernelSpec dq_spec(const ProblemKey& p, Arch arch) {
 
 // Decode: tiles of 16 or 32 GQA-packed query rows (seqlen_q x the heads of one KV head), 4
 // warps each folding a quarter of every K/V tile in, and a ring of three K/V tiles (~100 KB at
-// d128: two CTAs per H200 SM keep ~200 KB of K/V reads in flight). The split count is a launch
-// parameter (runtime/launch_plan.cpp, split_count).
+// d128: two CTAs per H200 SM keep ~200 KB of K/V reads in flight). More rows (speculative
+// decoding: 16 positions x 4..8 heads) take 64-row tiles on 8 warps, row groups x key slices,
+// so that K/V is still read once per KV head. The split count is a launch parameter
+// (runtime/launch_plan.cpp, split_count).
 KernelSpec splitkv_spec(const ProblemKey& p, Arch arch) {
   const KernelSpec s = base_spec(p, Pass::fwd_splitkv, arch);
   const int d = s.padded_head_dim();
   const long long rows = p.seqlen_q * std::max(1LL, p.heads_q / std::max(1LL, p.heads_kv));
-  const int bm = rows <= 16 || d > 128 ? 16 : 32;
-  if (d <= 64) return first_valid(s, {{bm, 128, 4, 3}, {bm, 128, 4, 2}, {bm, 64, 4, 2}});
-  if (d <= 128) return first_valid(s, {{bm, 64, 4, 3}, {bm, 64, 4, 2}, {bm, 64, 4, 1}});
-  return first_valid(s, {{16, 64, 4, 2}, {16, 64, 4, 1}, {16, 32, 2, 1}});
+  if (rows <= 16 || (d > 128 && rows <= 16)) {
+    if (d <= 64) return first_valid(s, {{16, 128, 4, 3}, {16, 128, 4, 2}, {16, 64, 4, 2}});
+    if (d <= 128) return first_valid(s, {{16, 64, 4, 3}, {16, 64, 4, 2}, {16, 64, 4, 1}});
+    return first_valid(s, {{16, 64, 4, 2}, {16, 64, 4, 1}, {16, 32, 2, 1}});
+  }
+  if (d > 128) return first_valid(s, {{32, 64, 8, 2}, {32, 64, 8, 1}, {16, 64, 4, 1}});
+  if (rows <= 32) {
+    if (d <= 64) return first_valid(s, {{32, 128, 4, 3}, {32, 128, 4, 2}, {32, 64, 4, 2}});
+    return first_valid(s, {{32, 64, 4, 3}, {32, 64, 4, 2}, {32, 64, 4, 1}});
+  }
+  if (d <= 64) return first_valid(s, {{64, 64, 8, 3}, {64, 64, 8, 2}, {32, 64, 4, 2}});
+  return first_valid(s, {{64, 32, 8, 3}, {64, 32, 8, 2}, {32, 64, 4, 1}});
 }
 
 }  // namespace

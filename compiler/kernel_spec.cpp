@@ -121,16 +121,17 @@ std::vector<std::string> KernelSpec::problems() const {
     add(out, "warps: got {} for the split-KV combine, expected at most {} threads (one part's lse each)", warps,
         static_cast<int>(kFlashMaxSplits));
   if (pass == Pass::fwd_splitkv) {
-    // Every warp holds all rows of the tile (its own ledger over a slice of the keys).
-    if (block_m != 16 && block_m != 32)
-      add(out, "block_m: got {} for the split-KV decode, expected 16 or 32 packed query rows (each warp holds all "
-          "of them)", block_m);
-    else if (block_m * padded_head_dim() / 32 > 128)
-      add(out, "block_m: got {} for the split-KV decode at padded head_dim {}, expected block_m * head_dim / 32 <= "
-          "128 (each warp's O accumulators per thread)", block_m, padded_head_dim());
-    if (block_n % (16 * warps) != 0)
-      add(out, "block_n: got {} with {} warps, expected a multiple of 16*warps = {} (each warp takes a slice of "
-          "16-key steps)", block_n, warps, 16 * warps);
+    // Warps = key slices x row groups; each holds its rows' O and its own ledger.
+    const int slices = decode_key_slices(), groups = warps / slices;
+    if (block_m != 16 && block_m != 32 && block_m != 64)
+      add(out, "block_m: got {} for the split-KV decode, expected 16, 32 or 64 packed query rows", block_m);
+    else if (warps % slices != 0 || block_n % (16 * slices) != 0 || block_m % groups != 0 ||
+             decode_warp_rows() % 16 != 0)
+      add(out, "warps: got {} for the split-KV decode with block_m {} and block_n {}, expected {} key slices of "
+          "16-key steps times row groups of 16-row slices", warps, block_m, block_n, slices);
+    else if (decode_warp_rows() * padded_head_dim() / 32 > 128)
+      add(out, "block_m: got {} for the split-KV decode at padded head_dim {} with {} warps, expected at most 128 O "
+          "accumulators per thread ({} rows per warp)", block_m, padded_head_dim(), warps, decode_warp_rows());
   }
   if (pass == Pass::bwd_dkdv && !warp_specialized()) {
     // Warps split the keys in 16-row slices; more warps than slices split the head dim
@@ -211,7 +212,8 @@ int KernelSpec::accumulators_per_thread() const {
     case Pass::fwd: return (m * d + m * n) / consumer_threads;              // O, S
     case Pass::bwd_dkdv: return (2 * n * d + 2 * m * n) / consumer_threads;  // dK, dV, S, dP
     case Pass::bwd_dq: return (m * d + 2 * m * n) / consumer_threads;  // dQ, S, dP
-    case Pass::fwd_splitkv: return (m * d + m * n / warps) / 32;       // each warp: O of all rows, S of its keys
+    case Pass::fwd_splitkv:  // each warp: O of its rows, S of its rows and keys
+      return (decode_warp_rows() * d + decode_warp_rows() * n / decode_key_slices()) / 32;
     case Pass::bwd_preprocess:
     case Pass::bwd_dq_convert:
     case Pass::fwd_combine: return 0;

@@ -3,6 +3,7 @@
 // softcap value, strides) are launch parameters, not spec fields.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -86,6 +87,11 @@ struct KernelSpec : ProblemOptions {
   int consumer_warpgroups() const {
     return !warp_specialized() ? 0 : pass == Pass::fwd ? block_m / 64 : block_n / 64;
   }
+  // The split-KV decode's warps (templates/fwd/splitkv_mainloop.cuh): min(warps, block_n / 16)
+  // key slices of each K/V tile times row groups of the packed query tile; a warp owns
+  // block_m / row groups rows and one key slice.
+  int decode_key_slices() const { return std::min(warps, block_n / 16); }
+  int decode_warp_rows() const { return block_m / std::max(1, warps / std::max(1, decode_key_slices())); }
   // CTAs per SM the kernel is compiled for (the second argument of __launch_bounds__): 2 for
   // the sm_90a forward on 8 warps whose O and S tiles fit 128 registers per thread and whose
   // shared memory fits twice (d64, d96 at 64 keys), 1 otherwise.

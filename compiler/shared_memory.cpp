@@ -48,7 +48,8 @@ int KernelSpec::shared_memory_bytes() const {
     case Pass::fwd_splitkv: {  // the Q tile + `stages` x (K tile, V tile); after the loop the same
                                // bytes hold each warp's fp32 O rows (padded by 8 floats) and lse
       const int ring = tile_bytes(block_m, d) + stages * 2 * tile_bytes(block_n, d);
-      const int merge = warps * block_m * (padded_head_dim() + 8) * 4 + warps * block_m * 4;
+      const int rows = decode_warp_rows();
+      const int merge = warps * rows * (padded_head_dim() + 8) * 4 + warps * rows * 4;
       return std::max(ring, merge);
     }
     case Pass::fwd_combine:  // a row's part weights and merged lse, the 8-column sums of each split group

@@ -4,7 +4,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <limits>
 #include <new>
@@ -47,6 +49,66 @@ void require(const T* p, const char* name, const char* expected) {
   if (p == nullptr) throw Error(Status::invalid_argument, fmt::format("{}: is null, expected {}", name, expected));
 }
 
+// The versioned structs (flashgen.h, "Versioned structs"): each one's first layout ends after
+// its last field below. Never change these: new fields go after them.
+template <typename T>
+struct FirstLayout;
+template <>
+struct FirstLayout<flashgen_forward_args> {
+  static constexpr const char* name = "flashgen_forward_args";
+  static constexpr std::size_t end = offsetof(flashgen_forward_args, options) + sizeof(flashgen_attention_options);
+};
+template <>
+struct FirstLayout<flashgen_backward_args> {
+  static constexpr const char* name = "flashgen_backward_args";
+  static constexpr std::size_t end = offsetof(flashgen_backward_args, workspace_bytes) + sizeof(size_t);
+};
+template <>
+struct FirstLayout<flashgen_runtime_options> {
+  static constexpr const char* name = "flashgen_runtime_options";
+  static constexpr std::size_t end = offsetof(flashgen_runtime_options, log_user_data) + sizeof(void*);
+};
+template <>
+struct FirstLayout<flashgen_tune_shape> {
+  static constexpr const char* name = "flashgen_tune_shape";
+  static constexpr std::size_t end = offsetof(flashgen_tune_shape, device) + sizeof(std::int32_t);
+};
+
+std::size_t struct_size_of(const void* p) {
+  std::size_t size = 0;
+  std::memcpy(&size, p, sizeof size);
+  return size;
+}
+
+// A caller's versioned struct (`what` names it in messages) as this library's: the bytes its
+// struct_size covers over the defaults `init` fills; a larger struct's unknown tail must be
+// zero. A struct_size far beyond this library's (garbage, not a newer header) is refused
+// before any byte past sizeof(T) is read.
+constexpr std::size_t kMaxUnknownTail = 1024;
+
+template <typename T>
+T versioned(const void* in, const std::string& what, void (*init)(T*)) {
+  const std::size_t size = struct_size_of(in);
+  if (size < FirstLayout<T>::end || size > sizeof(T) + kMaxUnknownTail)
+    throw Error(Status::invalid_argument,
+                fmt::format("{}.struct_size: is {}, expected sizeof({}) = {} (fill the struct with {}_init first)",
+                            what, size, FirstLayout<T>::name, sizeof(T), FirstLayout<T>::name));
+  if (size > sizeof(T)) {
+    const auto* bytes = static_cast<const unsigned char*>(in);
+    for (std::size_t i = sizeof(T); i < size; ++i)
+      if (bytes[i] != 0)
+        throw Error(Status::unsupported,
+                    fmt::format("{}: byte {} of its {} is set, a field this flashgen ({}, sizeof({}) = {}) does not "
+                                "know; use a newer flashgen or leave it zero",
+                                what, i, size, flashgen::version(), FirstLayout<T>::name, sizeof(T)));
+  }
+  T out;
+  init(&out);
+  std::memcpy(&out, in, std::min(size, sizeof(T)));
+  out.struct_size = sizeof(T);
+  return out;
+}
+
 flashgen::Tensor to_cpp(const flashgen_tensor& t) {
   std::int32_t dtype = 0;  // read as an integer: FFI callers may pass any value, validation names it
   std::memcpy(&dtype, &t.dtype, sizeof dtype);
@@ -73,7 +135,8 @@ flashgen::AttentionOptions to_cpp(const flashgen_attention_options& o) {
   return out;
 }
 
-flashgen::ForwardArgs to_cpp(const flashgen_forward_args& a) {
+flashgen::ForwardArgs to_cpp(const flashgen_forward_args& in) {
+  const flashgen_forward_args a = versioned(&in, "args", &flashgen_forward_args_init);
   flashgen::ForwardArgs out;
   out.q = to_cpp(a.q);
   out.k = to_cpp(a.k);
@@ -84,7 +147,8 @@ flashgen::ForwardArgs to_cpp(const flashgen_forward_args& a) {
   return out;
 }
 
-flashgen::BackwardArgs to_cpp(const flashgen_backward_args& a) {
+flashgen::BackwardArgs to_cpp(const flashgen_backward_args& in) {
+  const flashgen_backward_args a = versioned(&in, "args", &flashgen_backward_args_init);
   flashgen::BackwardArgs out;
   out.q = to_cpp(a.q);
   out.k = to_cpp(a.k);
@@ -123,7 +187,8 @@ flashgen_status guarded(const std::function<void()>& body) noexcept {
   }
 }
 
-RuntimeOptions runtime_options(const flashgen_runtime_options& o) {
+RuntimeOptions runtime_options(const flashgen_runtime_options& in) {
+  const flashgen_runtime_options o = versioned(&in, "options", &flashgen_runtime_options_init);
   RuntimeOptions out;
   if (o.cache_dir != nullptr) out.cache_dir = o.cache_dir;
   if (o.autotune < 0 || o.autotune > static_cast<int>(AutotunePolicy::full))
@@ -174,11 +239,39 @@ void flashgen_attention_options_init(flashgen_attention_options* options) {
 
 void flashgen_runtime_options_init(flashgen_runtime_options* options) {
   if (options == nullptr) return;
+  std::memset(options, 0, sizeof *options);
+  options->struct_size = sizeof *options;
   options->cache_dir = nullptr;
   options->autotune = static_cast<std::int32_t>(flashgen::RuntimeOptions{}.autotune);
   options->cpu_threads = 0;
   options->log = nullptr;
   options->log_user_data = nullptr;
+}
+
+void flashgen_forward_args_init(flashgen_forward_args* args) {
+  if (args == nullptr) return;
+  std::memset(args, 0, sizeof *args);
+  args->struct_size = sizeof *args;
+  flashgen_attention_options_init(&args->options);
+}
+
+void flashgen_backward_args_init(flashgen_backward_args* args) {
+  if (args == nullptr) return;
+  std::memset(args, 0, sizeof *args);
+  args->struct_size = sizeof *args;
+  flashgen_attention_options_init(&args->options);
+}
+
+void flashgen_tune_shape_init(flashgen_tune_shape* shape) {
+  if (shape == nullptr) return;
+  std::memset(shape, 0, sizeof *shape);
+  shape->struct_size = sizeof *shape;
+  shape->head_dim = 128;
+  shape->dtype = FLASHGEN_BF16;
+  shape->seqlen_q = shape->seqlen_k = 4096;
+  flashgen_attention_options_init(&shape->options);
+  shape->forward = shape->backward = 1;
+  shape->device = 0;
 }
 
 void flashgen_tensor_contiguous(flashgen_tensor* t, void* data, flashgen_dtype dtype, int32_t device, int32_t rank,
@@ -254,9 +347,16 @@ flashgen_status flashgen_tune(flashgen_runtime* runtime, const flashgen_tune_sha
   return flashgen::c_api::guarded([&] {
     require(runtime, "runtime", "a runtime from flashgen_runtime_create");
     if (count > 0) require(shapes, "shapes", "an array of count shapes");
+    // The array's stride is the caller's struct_size (an older or newer header's sizeof).
+    const std::size_t stride = count > 0 ? struct_size_of(shapes) : 0;
     std::vector<flashgen::TuneShape> cpp;
     for (size_t i = 0; i < count; ++i) {
-      const flashgen_tune_shape& c = shapes[i];
+      const void* at = reinterpret_cast<const unsigned char*>(shapes) + i * stride;
+      if (struct_size_of(at) != stride)
+        throw flashgen::Error(flashgen::Status::invalid_argument,
+                              fmt::format("shapes[{}].struct_size: is {}, expected {} as shapes[0]'s (one array)", i,
+                                          struct_size_of(at), stride));
+      const flashgen_tune_shape c = versioned(at, fmt::format("shapes[{}]", i), &flashgen_tune_shape_init);
       std::int32_t dtype = 0;  // read as an integer, as to_cpp does: any value may arrive
       std::memcpy(&dtype, &c.dtype, sizeof dtype);
       if (dtype != FLASHGEN_F32 && dtype != FLASHGEN_F16 && dtype != FLASHGEN_BF16)

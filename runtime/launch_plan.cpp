@@ -114,10 +114,11 @@ std::int64_t splitkv_rows(const Problem& p) { return p.batch * p.heads_q * p.seq
 // SM's share of the K/V reads, and the last SM to finish ends the kernel, so the cost of n
 // splits is the CTAs of the fullest SM, ceil(ctas * n / SMs), times the work of one, 1 / n.
 // A larger n wins only by more than 5 % (fewer parts to combine; 3 % more balance measured
-// nothing: 16 and 33 splits ran alike at B = 1), at most one split
-// per two key tiles and at most kFlashMaxSplits. Measured on the H200 (docs/perf-notes.md,
-// "split-KV decode"): FlashAttention-2's rule (the fewest splits whose waves are 85 % full)
-// left SMs with one CTA beside SMs with two, 7 % slower at B = 1.
+// nothing: 16 and 33 splits ran alike at B = 1), at most one split per two key tiles and at
+// most kFlashMaxSplits. Measured on the H200 (docs/perf-notes.md, "Split-KV decode"):
+// FlashAttention-2's rule (the fewest splits whose waves are 85 % full) left SMs with one CTA
+// beside SMs with two, 7 % slower at B = 1; a wave model over all resident CTA slots was 2-4 %
+// slower at B = 8.
 int split_count(const Problem& p, const std::vector<KernelSpec>& specs, int sm_count) {
   const KernelSpec* s = splitkv_of(specs);
   if (s == nullptr) return 1;
@@ -125,7 +126,7 @@ int split_count(const Problem& p, const std::vector<KernelSpec>& specs, int sm_c
   const std::int64_t sms = std::max(sm_count, 1);
   const int per_sm = std::clamp((max_shared_memory(s->arch) + 1024) / (s->shared_memory_bytes() + 1024), 1,
                                 2048 / s->threads());
-  if (10 * ctas >= 8 * sms * per_sm) return 1;
+  if (10 * ctas >= 8 * sms * per_sm) return 1;  // before splitting: 80 % of the slots
   const int tiles = static_cast<int>(blocks(p.seqlen_k, s->block_n));
   const int max_splits = std::clamp(tiles / 2, 1, static_cast<int>(kFlashMaxSplits));
   int best_n = 1;

@@ -35,6 +35,17 @@
  * flashgen_backward_workspace_bytes() bytes, 16-byte aligned, that nothing else uses until the
  * backward has completed on the stream. CPU tensors need no workspace.
  *
+ * Versioned structs: flashgen_forward_args, flashgen_backward_args, flashgen_runtime_options
+ * and flashgen_tune_shape begin with struct_size, the sizeof the caller was compiled with; fill
+ * them with their _init function (which sets it and every default) before setting fields.
+ * Fields are only ever appended: a library reads what the caller's struct_size covers and
+ * takes defaults for fields added after it, so a program built against an older header keeps
+ * working; a struct larger than the library knows is accepted when its unknown tail is zero
+ * and refused (FLASHGEN_ERROR_UNSUPPORTED, naming the byte) otherwise. struct_size below the
+ * first versioned layout (0: never initialised) is FLASHGEN_ERROR_INVALID_ARGUMENT. The
+ * structs embedded in them (flashgen_tensor, flashgen_attention_options) keep their layout;
+ * new options become new fields of the outer struct.
+ *
  * Thread safety: one runtime may serve many threads and streams at once; destroy it only when
  * no call on it is in flight. Concurrent calls must not write the same output buffers. The log
  * callback may be called from any thread, concurrently.
@@ -95,11 +106,13 @@ typedef struct flashgen_attention_options {
  * of one buffer that interleave without sharing elements (packed q/k/v, dq/dk/dv) are fine.
  * Inputs may overlap and use zero strides. Violations: FLASHGEN_ERROR_INVALID_ARGUMENT. */
 typedef struct flashgen_forward_args {
+  size_t struct_size;              /* sizeof(flashgen_forward_args): flashgen_forward_args_init sets it */
   flashgen_tensor q, k, v, o, lse; /* lse.data may be NULL */
   flashgen_attention_options options;
 } flashgen_forward_args;
 
 typedef struct flashgen_backward_args {
+  size_t struct_size; /* sizeof(flashgen_backward_args): flashgen_backward_args_init sets it */
   flashgen_tensor q, k, v, o, lse, dout, dq, dk, dv;
   flashgen_attention_options options;
   void* workspace; /* optional device buffer; NULL: stream-ordered allocation */
@@ -110,6 +123,7 @@ typedef struct flashgen_backward_args {
 typedef void (*flashgen_log_fn)(int32_t level, const char* message, void* user_data);
 
 typedef struct flashgen_runtime_options {
+  size_t struct_size;    /* sizeof(flashgen_runtime_options): flashgen_runtime_options_init sets it */
   const char* cache_dir; /* NULL or "": $FLASHGEN_CACHE_DIR, else $XDG_CACHE_HOME/flashgen or ~/.cache/flashgen */
   int32_t autotune;      /* 0 off, 1 cached, 2 startup, 3 full */
   int32_t cpu_threads;   /* CPU backend threads, >= 0; 0: hardware concurrency */
@@ -125,8 +139,12 @@ FLASHGEN_API const char* flashgen_last_error(void);
 
 /* Fills defaults: scale NaN, no causal, no window, no softcap, not deterministic. */
 FLASHGEN_API void flashgen_attention_options_init(flashgen_attention_options* options);
-/* Fills defaults: default cache directory, autotune 1 (cached), hardware threads, stderr log. */
+/* Fills struct_size and defaults: default cache directory, autotune 1 (cached), hardware
+ * threads, stderr log. */
 FLASHGEN_API void flashgen_runtime_options_init(flashgen_runtime_options* options);
+/* Fill struct_size, null tensors (rank 0), default options and no workspace. */
+FLASHGEN_API void flashgen_forward_args_init(flashgen_forward_args* args);
+FLASHGEN_API void flashgen_backward_args_init(flashgen_backward_args* args);
 /* Fills a contiguous (row-major) view of the given shape; rank 4, or 3 for lse (shape[3],
  * stride[3] unused). Any other rank is kept so that the call using the view rejects it. */
 FLASHGEN_API void flashgen_tensor_contiguous(flashgen_tensor* t, void* data, flashgen_dtype dtype, int32_t device,
@@ -163,6 +181,7 @@ FLASHGEN_API flashgen_status flashgen_backward_workspace_bytes(flashgen_runtime*
  * bucket (the power of 4 nearest to max(seqlen_q, seqlen_k), from 256); batch and heads
  * do not matter. */
 typedef struct flashgen_tune_shape {
+  size_t struct_size; /* sizeof(flashgen_tune_shape): flashgen_tune_shape_init sets it; the array's stride */
   int32_t head_dim;
   flashgen_dtype dtype; /* FLASHGEN_F16 or FLASHGEN_BF16 */
   int64_t seqlen_q;
@@ -172,6 +191,10 @@ typedef struct flashgen_tune_shape {
   int32_t backward;                   /* nonzero: tune the backward pass */
   int32_t device;                     /* CUDA device ordinal */
 } flashgen_tune_shape;
+
+/* Fills struct_size and defaults: head_dim 128, bf16, 4096 x 4096, default options, forward and
+ * backward, device 0. */
+FLASHGEN_API void flashgen_tune_shape_init(flashgen_tune_shape* shape);
 
 /* Tunes `count` shapes now (compile candidates in parallel, time each on the GPU) and persists
  * the winners in <cache dir>/autotune.json, where runtimes with autotune >= 1 (cached) find

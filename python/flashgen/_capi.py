@@ -51,8 +51,18 @@ class AttentionOptions(ctypes.Structure):
     ]
 
 
-class ForwardArgs(ctypes.Structure):
+class _Versioned(ctypes.Structure):
+    """A versioned C struct (flashgen.h, "Versioned structs"): struct_size, its first field, is
+    this layout's sizeof, set at construction."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.struct_size = ctypes.sizeof(self)
+
+
+class ForwardArgs(_Versioned):
     _fields_ = [
+        ("struct_size", ctypes.c_size_t),
         ("q", Tensor),
         ("k", Tensor),
         ("v", Tensor),
@@ -62,8 +72,9 @@ class ForwardArgs(ctypes.Structure):
     ]
 
 
-class BackwardArgs(ctypes.Structure):
+class BackwardArgs(_Versioned):
     _fields_ = [
+        ("struct_size", ctypes.c_size_t),
         ("q", Tensor),
         ("k", Tensor),
         ("v", Tensor),
@@ -79,8 +90,9 @@ class BackwardArgs(ctypes.Structure):
     ]
 
 
-class TuneShape(ctypes.Structure):
+class TuneShape(_Versioned):
     _fields_ = [
+        ("struct_size", ctypes.c_size_t),
         ("head_dim", ctypes.c_int32),
         ("dtype", ctypes.c_int),  # a C enum: int-sized
         ("seqlen_q", ctypes.c_int64),
@@ -96,8 +108,9 @@ class TuneShape(ctypes.Structure):
 LogFn = ctypes.CFUNCTYPE(None, ctypes.c_int32, ctypes.c_char_p, ctypes.c_void_p)
 
 
-class RuntimeOptions(ctypes.Structure):
+class RuntimeOptions(_Versioned):
     _fields_ = [
+        ("struct_size", ctypes.c_size_t),
         ("cache_dir", ctypes.c_char_p),
         ("autotune", ctypes.c_int32),
         ("cpu_threads", ctypes.c_int32),
@@ -119,6 +132,9 @@ def declare(lib):
         "flashgen_add_nvrtc_candidate": ([ctypes.c_char_p, ctypes.c_char_p], ctypes.c_int),
         "flashgen_attention_options_init": ([p(AttentionOptions)], None),
         "flashgen_runtime_options_init": ([p(RuntimeOptions)], None),
+        "flashgen_forward_args_init": ([p(ForwardArgs)], None),
+        "flashgen_backward_args_init": ([p(BackwardArgs)], None),
+        "flashgen_tune_shape_init": ([p(TuneShape)], None),
         "flashgen_tensor_contiguous": (
             [p(Tensor), ctypes.c_void_p, ctypes.c_int, ctypes.c_int32, ctypes.c_int32, p(ctypes.c_int64)],
             None,

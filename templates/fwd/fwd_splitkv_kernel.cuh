@@ -36,7 +36,7 @@ struct FwdSplitKvKernel {
     const int r0 = w.m_block * Cfg::kBlockM;
     const int rows_q = min(Cfg::kBlockM, off.seqlen_q() * group - r0);
     const u32 smem = smem_u32(dynamic_smem());
-    const Mainloop mainloop(off, smem, packed, w.head_kv, r0, lane);
+    const Mainloop mainloop(off, smem, packed, w.head_kv, r0, warp, lane);
     mainloop.load_q(p, off, packed, r0, rows_q, tid);
 
     // The keys the tile's query positions see, in whole tiles, and this split's share of them.

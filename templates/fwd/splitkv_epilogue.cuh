@@ -1,7 +1,8 @@
-// The decode epilogue (split-KV forward): the warps of the CTA computed the same rows over
-// different keys; their outputs are merged by lse (attention/lse_merge.cuh) through shared
-// memory and written, 8 columns per thread, either as the final O and lse (one split) or
-// as this split's fp32 part for fwd_combine (params/attention_params.h, num_splits).
+// The decode epilogue (split-KV forward): the key-slice warps of a row group computed the
+// same rows over different keys; their outputs are merged by lse (attention/lse_merge.cuh)
+// through shared memory and written, 8 columns per thread, either as the final O and lse
+// (one split) or as this split's fp32 part for fwd_combine (params/attention_params.h,
+// num_splits).
 #pragma once
 
 #include "attention/lse_merge.cuh"
@@ -15,7 +16,8 @@ namespace flash {
 template <class Cfg>
 struct FwdSplitKvEpilogue {
   // acc_o and lse: the warp's O over its keys, normalised by its own row sums, and its lse
-  // (SoftmaxLedger::finish). Rows r0.. (rows_q of them) of the packed tile.
+  // (SoftmaxLedger::finish), for its Layout::kWarpRows rows. Rows r0.. (rows_q of them) of
+  // the packed tile.
   template <class Layout, int kRT, int kDT>
   static __device__ __forceinline__ void store(const FlashAttentionParams& p, const DenseOffsets& off,
                                                const PackedRows& packed, u32 smem, int r0, int rows_q, int split,
@@ -36,23 +38,26 @@ struct FwdSplitKvEpilogue {
     __syncthreads();
 
     constexpr int kChunks = Cfg::kHeadDimPadded / 8;
+    constexpr int kSlices = Layout::kKeySlices;
     const i64 rows_all = static_cast<i64>(p.batch) * p.heads_q * p.seqlen_q;
     for (int i = tid; i < rows_q * kChunks; i += Cfg::kThreads) {
       const int row = i / kChunks, c = i % kChunks;
-      float part_lse[Cfg::kWarps];
+      // The row's group: warps w0 .. w0 + kSlices - 1 hold it as their row `wrow`.
+      const int w0 = row / Layout::kWarpRows * kSlices, wrow = row % Layout::kWarpRows;
+      float part_lse[kSlices];
       LseMerge merge;
 #pragma unroll
-      for (int w = 0; w < Cfg::kWarps; ++w) {
-        part_lse[w] = ld_shared_f32(Layout::merge_lse(smem, w, row));
+      for (int w = 0; w < kSlices; ++w) {
+        part_lse[w] = ld_shared_f32(Layout::merge_lse(smem, w0 + w, wrow));
         merge.add(part_lse[w]);
       }
       const float merged = merge.lse();
       float o[8] = {};
 #pragma unroll
-      for (int w = 0; w < Cfg::kWarps; ++w) {
+      for (int w = 0; w < kSlices; ++w) {
         const float wt = LseMerge::weight(part_lse[w], merged);
-        const uint4 lo = ld_shared_v4(Layout::merge_o(smem, w, row, 8 * c));
-        const uint4 hi = ld_shared_v4(Layout::merge_o(smem, w, row, 8 * c + 4));
+        const uint4 lo = ld_shared_v4(Layout::merge_o(smem, w0 + w, wrow, 8 * c));
+        const uint4 hi = ld_shared_v4(Layout::merge_o(smem, w0 + w, wrow, 8 * c + 4));
         const u32 bits[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
 #pragma unroll
         for (int e = 0; e < 8; ++e) o[e] += wt * __uint_as_float(bits[e]);

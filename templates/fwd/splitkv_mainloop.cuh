@@ -3,7 +3,10 @@
 // a read of K and V at memory bandwidth, so the CTA keeps a deep cp.async ring of K/V tiles
 // and its warps do not share rows: each warp owns every row of the tile and a kBlockN /
 // kWarps slice of each key tile, with its own softmax ledger; the epilogue merges the warps.
-// That needs no barrier but the ring's one per tile, and each K/V byte is read once.
+// That needs no barrier but the ring's one per tile, and each K/V byte is read once. Tiles of
+// more rows (speculative decoding: 16 positions x the group) split them in row groups too:
+// the warps are kRowGroups x kKeySlices, each owning kWarpRows rows and one key slice
+// (KernelSpec::decode_warp_rows() is the host's side of the split).
 #pragma once
 
 #include "attention/offsets.cuh"
@@ -21,30 +24,48 @@ namespace flash {
 template <class Cfg>
 struct FwdSplitKvMainloop {
   static_assert(!Cfg::kWgmma, "mma.sync: each warp multiplies all rows of the tile by its slice of keys");
-  static constexpr int kWarpKeys = Cfg::kBlockN / Cfg::kWarps;  // keys of a K/V tile per warp
-  static constexpr int kRT = Cfg::kBlockM / 16;
+  static constexpr int kKeySlices = Cfg::kWarps < Cfg::kBlockN / 16 ? Cfg::kWarps : Cfg::kBlockN / 16;
+  static constexpr int kRowGroups = Cfg::kWarps / kKeySlices;
+  static constexpr int kWarpRows = Cfg::kBlockM / kRowGroups;
+  static constexpr int kWarpKeys = Cfg::kBlockN / kKeySlices;  // keys of a K/V tile per warp
+  static constexpr int kRT = kWarpRows / 16;
   static constexpr int kNT = kWarpKeys / 8;
   static constexpr int kDT = Cfg::kHeadDimPadded / 8;
-  static_assert(kWarpKeys % 16 == 0, "each warp's key slice is whole mma k-steps of P.V");
+  static_assert(kRowGroups * kKeySlices == Cfg::kWarps && kWarpRows * kRowGroups == Cfg::kBlockM &&
+                    kWarpRows % 16 == 0 && kWarpKeys % 16 == 0,
+                "warps = row groups x key slices; whole 16-row slices and 16-key mma k-steps per warp");
+
+  // The rows (within the tile) and the keys (within a K/V tile) of a warp.
+  // (With one row group the rows are a constant 0: ptxas then keeps Q's fragment addresses
+  // warp-independent, 16 registers fewer at d128.)
+  static __device__ __forceinline__ int warp_row0(int warp) {
+    return kRowGroups == 1 ? 0 : warp / kKeySlices * kWarpRows;
+  }
+  static __device__ __forceinline__ int warp_key0(int warp) {
+    return (kRowGroups == 1 ? warp : warp % kKeySlices) * kWarpKeys;
+  }
 
   // Shared memory: the Q tile, then kStages x (K tile, V tile); after the loop the same bytes
   // hold each warp's O (fp32, rows padded by 8 floats against bank conflicts) and lse rows
   // for the merge (FwdSplitKvEpilogue).
   struct Layout {
+    static constexpr int kKeySlices = FwdSplitKvMainloop::kKeySlices;
+    static constexpr int kWarpRows = FwdSplitKvMainloop::kWarpRows;
     using Q = typename Cfg::template Tile<Cfg::kBlockM, Cfg::kHeadDimCols>;
     using KV = typename Cfg::template Tile<Cfg::kBlockN, Cfg::kHeadDimCols>;
     static constexpr int kStageBytes = 2 * KV::kBytes;  // K then V
     static constexpr int kRingBytes = Q::kBytes + Cfg::kStages * kStageBytes;
     static constexpr int kMergeRowFloats = Cfg::kHeadDimPadded + 8;
-    static constexpr int kMergeOBytes = Cfg::kWarps * Cfg::kBlockM * kMergeRowFloats * 4;
-    static constexpr int kMergeBytes = kMergeOBytes + Cfg::kWarps * Cfg::kBlockM * 4;
+    static constexpr int kMergeOBytes = Cfg::kWarps * kWarpRows * kMergeRowFloats * 4;
+    static constexpr int kMergeBytes = kMergeOBytes + Cfg::kWarps * kWarpRows * 4;
     static constexpr int kBytes = kRingBytes > kMergeBytes ? kRingBytes : kMergeBytes;
 
+    // Row `row` (of the warp's kWarpRows) of a warp's O, and its lse.
     static __device__ __forceinline__ u32 merge_o(u32 smem, int warp, int row, int col) {
-      return smem + 4 * ((warp * Cfg::kBlockM + row) * kMergeRowFloats + col);
+      return smem + 4 * ((warp * kWarpRows + row) * kMergeRowFloats + col);
     }
     static __device__ __forceinline__ u32 merge_lse(u32 smem, int warp, int row) {
-      return smem + kMergeOBytes + 4 * (warp * Cfg::kBlockM + row);
+      return smem + kMergeOBytes + 4 * (warp * kWarpRows + row);
     }
   };
   using Pipeline = CpAsyncPipeline<Cfg::kStages, false>;
@@ -55,12 +76,12 @@ struct FwdSplitKvMainloop {
   int pos[kRT][2];  // query positions of this thread's C-fragment rows (the mask's rows)
 
   __device__ __forceinline__ FwdSplitKvMainloop(const DenseOffsets& off, u32 smem, const PackedRows& packed, int h_kv,
-                                                int r0, int lane)
+                                                int r0, int warp, int lane)
       : s_q(smem), s_kv(smem + Layout::Q::kBytes), k(off.k(h_kv, 0)), v(off.v(h_kv, 0)) {
 #pragma unroll
     for (int mt = 0; mt < kRT; ++mt)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) pos[mt][h] = packed.position(r0 + 16 * mt + (lane >> 2) + 8 * h);
+      for (int h = 0; h < 2; ++h) pos[mt][h] = packed.position(r0 + warp_row0(warp) + 16 * mt + (lane >> 2) + 8 * h);
   }
 
   // Producer: the tile's rows r0.. (rows_q of them), gathered from their heads and positions.
@@ -88,13 +109,13 @@ struct FwdSplitKvMainloop {
     using L = Layout;
     const u32 s_k = s_kv + stage * L::kStageBytes;
     const u32 s_v = s_k + L::KV::kBytes;
-    const int key0 = warp * kWarpKeys;  // within the tile
+    const int key0 = warp_key0(warp);  // within the tile
     const int n0 = n_block * Cfg::kBlockN + key0;
 
     float s[kRT][kNT][4];
     zero(s);
-    mma_rows_nk<Cfg::kIsBf16, kRT, kNT, Cfg::kHeadDimPadded, typename L::Q, typename L::KV>(s, s_q, 0, s_k, key0,
-                                                                                        lane);
+    mma_rows_nk<Cfg::kIsBf16, kRT, kNT, Cfg::kHeadDimPadded, typename L::Q, typename L::KV>(s, s_q, warp_row0(warp), s_k,
+                                                                                        key0, lane);
     if constexpr (Cfg::kSoftcap) softcap_scores(s, softcap_pre, p.softcap);
     if (!vis.tile_visible(q_lo, q_hi, n0, n0 + kWarpKeys)) mask_scores_at<true>(s, vis, pos, n0, lane);
     ledger.update(s, acc_o, p.scale_log2);

@@ -132,6 +132,7 @@ static flashgen_attention_options to_c(const AttentionOptions& o) {
 
 flashgen_forward_args to_c_forward(const AttentionCall& call) {
   flashgen_forward_args a;
+  flashgen_forward_args_init(&a);
   a.q = to_c(call.q);
   a.k = to_c(call.k);
   a.v = to_c(call.v);
@@ -143,6 +144,7 @@ flashgen_forward_args to_c_forward(const AttentionCall& call) {
 
 flashgen_backward_args to_c_backward(const AttentionCall& call) {
   flashgen_backward_args a;
+  flashgen_backward_args_init(&a);
   a.q = to_c(call.q);
   a.k = to_c(call.k);
   a.v = to_c(call.v);

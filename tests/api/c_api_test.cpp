@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <barrier>
 #include <cmath>
 #include <cstring>
@@ -160,10 +161,96 @@ TEST_F(CApiCall, TensorContiguousOverflowIsRejectedByTheCall) {
   EXPECT_THAT(flashgen_last_error(), HasSubstr("q: shape (4, 2147483648, 2147483648, 4)"));
 }
 
+// Versioned structs (flashgen.h): struct_size 0 (never initialised) or garbage is named before
+// any field is read; a newer header's larger struct works when its unknown tail is zero and is
+// refused, naming the byte, when a field there is set; the init functions fill struct_size.
+TEST_F(CApiCall, VersionedArgsCheckStructSize) {
+  Geometry g = random_cpu_geometry(random_.rng);
+  g.dtype = DType::f32;  // the tensors are filled and compared as floats (contiguous, CallFactory)
+  AttentionCall call = factory_.make(g);
+  std::normal_distribution<float> normal;
+  for (const Tensor* t : {&call.q, &call.k, &call.v})
+    for (std::int64_t i = 0; i < t->numel(); ++i) static_cast<float*>(t->data)[i] = normal(random_.rng);
+  flashgen_forward_args args = to_c_forward(call);
+  EXPECT_EQ(args.struct_size, sizeof args);
+
+  for (std::size_t size : {std::size_t{0}, sizeof args - 8, sizeof args + 4096}) {
+    flashgen_forward_args bad = args;
+    bad.struct_size = size;
+    EXPECT_EQ(flashgen_forward(runtime_, &bad, nullptr), FLASHGEN_ERROR_INVALID_ARGUMENT) << size;
+    EXPECT_THAT(flashgen_last_error(),
+                HasSubstr(fmt::format("args.struct_size: is {}, expected sizeof(flashgen_forward_args) = {}", size,
+                                      sizeof args)));
+  }
+
+  // A newer caller's struct: 64 more bytes, zero.
+  ASSERT_EQ(flashgen_forward(runtime_, &args, nullptr), FLASHGEN_OK) << flashgen_last_error();
+  const std::vector<float> expected(static_cast<const float*>(call.o.data),
+                                    static_cast<const float*>(call.o.data) + call.o.numel());
+  std::vector<unsigned char> newer(sizeof args + 64, 0);
+  std::memcpy(newer.data(), &args, sizeof args);
+  const std::size_t newer_size = newer.size();
+  std::memcpy(newer.data(), &newer_size, sizeof newer_size);
+  std::fill_n(static_cast<float*>(call.o.data), call.o.numel(), std::nanf(""));
+  ASSERT_EQ(flashgen_forward(runtime_, reinterpret_cast<const flashgen_forward_args*>(newer.data()), nullptr),
+            FLASHGEN_OK)
+      << flashgen_last_error();
+  EXPECT_EQ(0, std::memcmp(expected.data(), call.o.data, expected.size() * sizeof(float)));
+  newer[sizeof args + 17] = 1;
+  EXPECT_EQ(flashgen_forward(runtime_, reinterpret_cast<const flashgen_forward_args*>(newer.data()), nullptr),
+            FLASHGEN_ERROR_UNSUPPORTED);
+  EXPECT_THAT(flashgen_last_error(), HasSubstr(fmt::format("args: byte {} of its {} is set", sizeof args + 17,
+                                                           newer_size)));
+
+  flashgen_backward_args bwd = to_c_backward(call);
+  EXPECT_EQ(bwd.struct_size, sizeof bwd);
+  bwd.struct_size = 0;
+  std::size_t bytes = 1;
+  EXPECT_EQ(flashgen_backward_workspace_bytes(runtime_, &bwd, &bytes), FLASHGEN_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(flashgen_last_error(), HasSubstr("args.struct_size: is 0, expected sizeof(flashgen_backward_args)"));
+}
+
+TEST(CApi, VersionedRuntimeOptionsAndTuneShapes) {
+  flashgen_runtime_options options;
+  flashgen_runtime_options_init(&options);
+  EXPECT_EQ(options.struct_size, sizeof options);
+  options.struct_size = 0;
+  flashgen_runtime* runtime = nullptr;
+  EXPECT_EQ(flashgen_runtime_create(&options, &runtime), FLASHGEN_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(flashgen_last_error(), HasSubstr("options.struct_size: is 0, expected sizeof(flashgen_runtime_options)"));
+  EXPECT_EQ(runtime, nullptr);
+  flashgen_runtime_options_init(&options);
+  options.autotune = 0;
+  ASSERT_EQ(flashgen_runtime_create(&options, &runtime), FLASHGEN_OK) << flashgen_last_error();
+
+  // An array of shapes is strided by its struct_size: shapes[1] of a newer header's layout
+  // (16 more bytes each) is found and named.
+  const std::size_t stride = sizeof(flashgen_tune_shape) + 16;
+  std::vector<unsigned char> shapes(2 * stride, 0);
+  for (int i = 0; i < 2; ++i) {
+    flashgen_tune_shape s;
+    flashgen_tune_shape_init(&s);
+    s.struct_size = stride;
+    if (i == 1) {
+      const std::int32_t garbage = 777;
+      std::memcpy(&s.dtype, &garbage, sizeof garbage);
+    }
+    std::memcpy(shapes.data() + i * stride, &s, sizeof s);
+  }
+  const auto* array = reinterpret_cast<const flashgen_tune_shape*>(shapes.data());
+  EXPECT_EQ(flashgen_tune(runtime, array, 2, 0), FLASHGEN_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(flashgen_last_error(), HasSubstr("shapes[1].dtype: is 777"));
+  const std::size_t other = sizeof(flashgen_tune_shape);
+  std::memcpy(shapes.data() + stride, &other, sizeof other);
+  EXPECT_EQ(flashgen_tune(runtime, array, 2, 0), FLASHGEN_ERROR_INVALID_ARGUMENT);
+  EXPECT_THAT(flashgen_last_error(), HasSubstr(fmt::format("shapes[1].struct_size: is {}, expected {}", other, stride)));
+  flashgen_runtime_destroy(runtime);
+}
+
 // A dtype outside the enum (an FFI caller's garbage) is named, not loaded into DType.
 TEST_F(CApiCall, TuneRejectsAnUnknownDtype) {
   flashgen_tune_shape shape;
-  std::memset(&shape, 0, sizeof shape);
+  flashgen_tune_shape_init(&shape);
   shape.head_dim = 64;
   shape.seqlen_q = shape.seqlen_k = 128;
   const std::int32_t garbage = 12345;

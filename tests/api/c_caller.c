@@ -14,6 +14,7 @@ flashgen_status c_caller_forward_fp32(float* q, float* k, float* v, float* o, fl
   if (status != FLASHGEN_OK) return status;
 
   flashgen_forward_args args;
+  flashgen_forward_args_init(&args);
   const int64_t lse_shape[3] = {q_shape[0], q_shape[2], q_shape[1]};
   flashgen_tensor_contiguous(&args.q, q, FLASHGEN_F32, FLASHGEN_CPU, 4, q_shape);
   flashgen_tensor_contiguous(&args.k, k, FLASHGEN_F32, FLASHGEN_CPU, 4, k_shape);

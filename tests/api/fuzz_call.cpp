@@ -256,14 +256,14 @@ FuzzCall random_call(std::mt19937_64& rng) {
 
 flashgen_forward_args FuzzCall::forward() const {
   flashgen_forward_args a;
-  std::memset(&a, 0, sizeof a);
+  flashgen_forward_args_init(&a);
   a.q = q, a.k = k, a.v = v, a.o = o, a.lse = lse, a.options = options;
   return a;
 }
 
 flashgen_backward_args FuzzCall::backward() const {
   flashgen_backward_args a;
-  std::memset(&a, 0, sizeof a);
+  flashgen_backward_args_init(&a);
   a.q = q, a.k = k, a.v = v, a.o = o, a.lse = lse, a.dout = dout, a.dq = dq, a.dk = dk, a.dv = dv;
   a.options = options;
   a.workspace = workspace;

@@ -322,7 +322,7 @@ const std::vector<Mutation>& mutations() {
 
 const std::vector<std::string>& argument_names() {
   static const std::vector<std::string> names{"q: ",  "k: ",  "v: ",  "o: ",  "lse: ", "dout: ", "dq: ",
-                                              "dk: ", "dv: ", "options.", "workspace: ", "workspace_bytes: "};
+                                              "dk: ", "dv: ", "options.", "workspace: ", "workspace_bytes: ", "args.struct_size: "};
   return names;
 }
 

@@ -123,19 +123,20 @@ TEST(ScheduleSvg, DrawsWhatTheModelSchedules) {
 TEST(ScheduleSvg, DrawsTheDecodeSchedule) {
   ProblemKey key;
   key.causal = true;
-  key.heads_q = 8;
+  key.heads_q = 16;
   key.heads_kv = 2;
   ScheduleShape shape;
-  shape.seqlen_q = 12;
+  shape.seqlen_q = 16;
   shape.seqlen_k = 300;
   shape.window_right = 0;
-  shape.group = 4;
+  shape.group = 8;
   key.seqlen_q = shape.seqlen_q;
   key.seqlen_k = shape.seqlen_k;
   const std::vector<PassSchedule> passes = selected_schedules(key, shape);
   ASSERT_EQ(passes.at(0).spec.pass, Pass::fwd_splitkv);
-  // 48 packed rows (12 positions x 4 heads) in 32-row tiles, positions 0..7 and 8..11; the
-  // last key tile (256..319) reaches past the 300 keys and is cut by the causal diagonal.
+  // 128 packed rows (16 positions x 8 heads) in 64-row tiles, positions 0..7 and 8..15; the
+  // last key tile (288..319) reaches past the 300 keys and is cut by the causal diagonal.
+  EXPECT_EQ(passes[0].spec.block_m, 64);
   EXPECT_EQ(passes[0].q_tiles, 2);
   EXPECT_EQ(passes[0].state(1, passes[0].k_tiles - 1), TileState::masked);
   EXPECT_EQ(passes.at(1).spec.pass, Pass::fwd_combine);

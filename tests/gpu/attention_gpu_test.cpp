@@ -344,6 +344,18 @@ std::vector<Case> matrix() {
 INSTANTIATE_TEST_SUITE_P(Matrix, GpuAttention, ::testing::ValuesIn(matrix()),
                          [](const ::testing::TestParamInfo<Case>& i) { return case_name(i.param); });
 
+Case make_case(int d, int sq, int sk, int batch, int hq, int hkv, DType t = DType::bf16) {
+  Case c;
+  c.head_dim = d;
+  c.seqlen_q = sq;
+  c.seqlen_k = sk;
+  c.batch = batch;
+  c.heads_q = hq;
+  c.heads_kv = hkv;
+  c.dtype = t;
+  return c;
+}
+
 // Small shapes that run every pass (fwd, preprocess, dkdv with atomic dQ, dq_convert;
 // deterministic dkdv and dq): what compute-sanitizer checks below.
 std::vector<Case> small() {
@@ -391,7 +403,10 @@ std::vector<Case> small() {
   e.seqlen_k = 600;
   e.heads_q = 8;
   e.heads_kv = 2;
-  return {a, b, c, d, e};
+  // The split-KV decode on 64-row tiles of 8 warps (2 row groups x 4 key slices at d64).
+  Case f = make_case(64, 8, 300, 1, 8, 1);
+  f.causal = true;
+  return {a, b, c, d, e, f};
 }
 INSTANTIATE_TEST_SUITE_P(Small, GpuAttention, ::testing::ValuesIn(small()),
                          [](const ::testing::TestParamInfo<Case>& i) { return case_name(i.param); });
@@ -417,17 +432,6 @@ std::vector<Case> big_logits() {
 INSTANTIATE_TEST_SUITE_P(BigLogits, GpuAttention, ::testing::ValuesIn(big_logits()),
                          [](const ::testing::TestParamInfo<Case>& i) { return case_name(i.param); });
 
-Case make_case(int d, int sq, int sk, int batch, int hq, int hkv, DType t = DType::bf16) {
-  Case c;
-  c.head_dim = d;
-  c.seqlen_q = sq;
-  c.seqlen_k = sk;
-  c.batch = batch;
-  c.heads_q = hq;
-  c.heads_kv = hkv;
-  c.dtype = t;
-  return c;
-}
 
 // Decode (seqlen_q <= 16): the split-KV kernel over GQA-packed query rows and, where the
 // keys are split, the combine; ragged key tiles, GQA 4:1 and 8:1, MHA, causal, window,
@@ -447,7 +451,11 @@ std::vector<Case> decode() {
   Case e = make(111, 2, 1500, 1, 4, 4, DType::f16);
   Case f = make(128, 16, 1024, 2, 4, 4, DType::f16);
   f.causal = true;
-  return {a, b, c, d, e, f};
+  // Speculative decoding: 16 positions x 8 heads = 128 packed rows, two 64-row tiles on 8
+  // warps (row groups x key slices).
+  Case g = make(128, 16, 5000, 2, 32, 4, DType::bf16);
+  g.causal = true;
+  return {a, b, c, d, e, f, g};
 }
 INSTANTIATE_TEST_SUITE_P(Decode, GpuAttention, ::testing::ValuesIn(decode()),
                          [](const ::testing::TestParamInfo<Case>& i) { return case_name(i.param); });
@@ -589,7 +597,8 @@ TEST_F(GpuTest, DecodeSplitsMatchTheOracleAndAreBitwiseStable) {
 // other row, and 0 for rows that see no key). Products of a masked zero and the NaN (dq of a
 // row beside the NaN key, dk of a key beside the NaN query) are NaN in standard attention's
 // matrix products too and are left unchecked. On the warp-specialised forward and dK/dV
-// kernels, the split-KV decode (split keys) and the mma.sync kernels.
+// kernels, the split-KV decode (split keys), the mma.sync kernels and the deterministic dQ
+// kernel.
 TEST_F(GpuTest, NanPropagatesLikeStandardAttention) {
   struct NanCase {
     Case c;
@@ -608,8 +617,11 @@ TEST_F(GpuTest, NanPropagatesLikeStandardAttention) {
   sm80.window_right = 3;
   sm80.softcap = 30.0f;
   sm80.dtype = DType::f16;
+  Case deterministic = prefill;  // the bwd_dq kernel instead of the dK/dV kernel's dQ atomics
+  deterministic.deterministic = true;
   const NanCase cases[] = {{prefill, true, 120, 1}, {prefill, false, 30, 0}, {decode, true, 1, 5},
-                           {decode, false, 2999, 1}, {sm80, false, 40, 0},  {sm80, true, 10, 1}};
+                           {decode, false, 2999, 1}, {sm80, false, 40, 0},  {sm80, true, 10, 1},
+                           {deterministic, true, 77, 2}};
   const unsigned seed = std::random_device{}();
   SCOPED_TRACE(fmt::format("seed {}", seed));
   std::mt19937 rng(seed);

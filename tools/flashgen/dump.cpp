@@ -57,8 +57,9 @@ constexpr const char* kStages = R"(Stages (what --emit selects):
              the variant unless --pass names one; --out FILE.svg, --out DIR or stdout.
              Not part of `all`.
 
---pass all dumps every kernel of the forward+backward variant: fwd, bwd_preprocess,
-bwd_dkdv and bwd_dq_convert (bwd_dq with --deterministic), with the tiles the runtime
+--pass all dumps every kernel of the forward+backward variant: fwd (fwd_splitkv and
+fwd_combine for a decode, --seqlen-q <= 16), bwd_preprocess, bwd_dkdv and bwd_dq_convert
+(bwd_dq with --deterministic), with the tiles the runtime
 picks: the heuristic table or, with --tuning-dir DIR (the runtime's cache directory),
 the autotune winners DIR/autotune.json holds for --device (default: its sole device
 with winners for --arch). The MLIR pass --flash-select-kernels picks by the same code.
@@ -387,8 +388,10 @@ void register_dump(CLI::App& app) {
       ->delimiter(',')
       ->check(CLI::IsMember({"source", "ptx", "sass", "resources", "mlir", "all", "schedule"}))
       ->capture_default_str();
-  cmd->add_option("--seqlen-q", options->seqlen_q, "--emit schedule: number of queries N (needed)");
-  cmd->add_option("--seqlen-k", options->seqlen_k, "--emit schedule: number of keys M (default: N)");
+  cmd->add_option("--seqlen-q", options->seqlen_q,
+                  "number of queries N (needed by --emit schedule; also steers --pass all: N <= 16 is a decode, "
+                  "fwd_splitkv + fwd_combine)");
+  cmd->add_option("--seqlen-k", options->seqlen_k, "number of keys M (default: N)");
   cmd->add_option("--heads-q", options->heads_q, "--emit schedule: query heads (with --heads-kv: the GQA group)")
       ->capture_default_str();
   cmd->add_option("--heads-kv", options->heads_kv, "--emit schedule: K/V heads")->capture_default_str();

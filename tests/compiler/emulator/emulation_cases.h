@@ -40,12 +40,16 @@ inline std::vector<EmulationCase> emulation_cases() {
       {80, 130, 70, 2, 3, 1, false, 20, 30, 0.0f, DType::f16, false, false},
       {192, 45, 45, 1, 2, 2, true, -1, -1, 0.0f, DType::bf16, false, true},
       // Decode (seqlen_q <= 16): the split-KV kernel over GQA-packed rows, then the combine;
-      // the second has two 32-row tiles of 16 positions; under the window of the third the last
-      // two of its four splits see no key.
+      // the second has one 64-row tile of 16 positions on 8 warps (2 row groups x 4 key
+      // slices); under the window of the third the last two of its four splits see no key; the
+      // last two: 64-row tiles of 4 row groups x 2 key slices (the second tile ragged), and
+      // 32-row tiles at d256 (2 x 4).
       {128, 3, 700, 2, 8, 2, false, -1, -1, 0.0f, DType::bf16, false, false, 4},
       {64, 16, 520, 1, 4, 1, true, -1, -1, 0.0f, DType::f16, false, false, 2},
       {256, 2, 700, 1, 2, 1, false, 90, 40, 20.0f, DType::bf16, false, false, 4},
       {100, 5, 400, 1, 6, 3, true, -1, -1, 0.0f, DType::f16, true, false, 3},
+      {128, 12, 200, 1, 8, 1, true, -1, -1, 0.0f, DType::bf16, false, false, 1},
+      {256, 4, 150, 1, 8, 1, false, -1, -1, 30.0f, DType::f16, false, false, 1},
   };
 }
 
