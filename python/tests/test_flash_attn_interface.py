@@ -30,6 +30,14 @@ FA2_TAIL = [
     ("deterministic", False),
     ("return_attn_probs", False),
 ]
+# flash_attn 2.6+'s flash_attn_with_kvcache: names, order, defaults.
+FA2_KVCACHE = [
+    ("q", inspect.Parameter.empty), ("k_cache", inspect.Parameter.empty), ("v_cache", inspect.Parameter.empty),
+    ("k", None), ("v", None), ("rotary_cos", None), ("rotary_sin", None), ("cache_seqlens", None),
+    ("cache_batch_idx", None), ("cache_leftpad", None), ("block_table", None), ("softmax_scale", None),
+    ("causal", False), ("window_size", (-1, -1)), ("softcap", 0.0), ("rotary_interleaved", True),
+    ("alibi_slopes", None), ("num_splits", 0), ("return_softmax_lse", False),
+]
 FA2_SIGNATURES = {
     "flash_attn_func": ["q", "k", "v"],
     "flash_attn_kvpacked_func": ["q", "kv"],
@@ -43,8 +51,8 @@ class FlashAttnInterfaceTest(unittest.TestCase):
         self.gen = torch.Generator().manual_seed(torch.seed() % 2**31)
         self.devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
-    def randn(self, *shape, device="cpu", dtype=torch.float32):
-        return torch.randn(*shape, generator=self.gen).to(device=device, dtype=dtype)
+    def randn(self, *shape, device="cpu", dtype=None):  # no torch default here: the module imports without torch
+        return torch.randn(*shape, generator=self.gen).to(device=device, dtype=dtype or torch.float32)
 
     def test_signatures_are_flash_attn_2s(self):
         for name, positional in FA2_SIGNATURES.items():
@@ -54,6 +62,47 @@ class FlashAttnInterfaceTest(unittest.TestCase):
                 self.assertIs(p.default, inspect.Parameter.empty, f"{name}: {p.name}")
             for p, (_, default) in zip(params[len(positional):], FA2_TAIL):
                 self.assertEqual(p.default, default, f"{name}: {p.name}")
+
+    def test_kvcache_signature_is_flash_attn_2s(self):
+        params = list(inspect.signature(fai.flash_attn_with_kvcache).parameters.values())
+        self.assertEqual([(p.name, p.default) for p in params], FA2_KVCACHE)
+
+    def test_kvcache_appends_in_place_and_attends_to_the_cache_prefix(self):
+        for device in self.devices:
+            dtype = torch.float32 if device == "cpu" else torch.bfloat16
+            with self.subTest(device=device):
+                # Speculative decoding: 3 new tokens appended at position 25 of a 40-position cache.
+                k_cache, v_cache = (self.randn(2, 40, 2, 64, device=device, dtype=dtype) for _ in range(2))
+                before_k, before_v = k_cache.clone(), v_cache.clone()
+                q = self.randn(2, 3, 8, 64, device=device, dtype=dtype)
+                k_new, v_new = (self.randn(2, 3, 2, 64, device=device, dtype=dtype) for _ in range(2))
+                o, lse = fai.flash_attn_with_kvcache(q, k_cache, v_cache, k_new, v_new, cache_seqlens=25, causal=True,
+                                                     return_softmax_lse=True)
+                self.assertTrue(torch.equal(k_cache[:, 25:28], k_new) and torch.equal(v_cache[:, 25:28], v_new))
+                for cache, before in ((k_cache, before_k), (v_cache, before_v)):
+                    self.assertTrue(torch.equal(cache[:, :25], before[:, :25]) and torch.equal(cache[:, 28:], before[:, 28:]))
+                self.check(o, q, k_cache[:, :28], v_cache[:, :28], causal=True)
+                self.assertEqual(tuple(lse.shape), (2, 8, 3))
+                # No append, the whole cache, a window.
+                o = fai.flash_attn_with_kvcache(q, k_cache, v_cache, window_size=(10, 0))
+                self.check(o, q, k_cache, v_cache, window_size=(10, 0))
+
+    def test_kvcache_refuses_what_flashgen_does_not_do(self):
+        q, kc = self.randn(1, 1, 2, 32), self.randn(1, 16, 1, 32)
+        cases = [
+            ({"cache_seqlens": torch.tensor([4], dtype=torch.int32)}, r"cache_seqlens: is a Tensor, expected None or an int"),
+            ({"block_table": torch.zeros(1, 1, dtype=torch.int32)}, r"block_table: is set, expected None \(flashgen has no paged"),
+            ({"rotary_cos": torch.ones(16, 16)}, r"rotary_cos: is set, expected None"),
+            ({"num_splits": 2}, r"num_splits: is 2, expected 0"),
+            ({"k": self.randn(1, 1, 1, 32), "cache_seqlens": 3}, r"k, v: one is set, expected both or neither"),
+            ({"k": self.randn(1, 1, 1, 32), "v": self.randn(1, 1, 1, 32)}, r"cache_seqlens: is None with k, v given"),
+            ({"k": self.randn(1, 2, 1, 32), "v": self.randn(1, 2, 1, 32), "cache_seqlens": 15},
+             r"cache_seqlens: is 15, expected 0..14"),
+            ({"cache_seqlens": 0}, r"cache_seqlens: 0 with nothing appended"),
+        ]
+        for kwargs, message in cases:
+            with self.subTest(message=message), self.assertRaisesRegex(ValueError, message):
+                fai.flash_attn_with_kvcache(q, kc, kc.clone(), **kwargs)
 
     def check(self, got, q, k, v, **options):
         """got (o) against float64 standard attention; gradients through autograd."""
