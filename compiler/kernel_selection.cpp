@@ -137,7 +137,7 @@ KernelSpec splitkv_spec(const ProblemKey& p, Arch arch) {
   const KernelSpec s = base_spec(p, Pass::fwd_splitkv, arch);
   const int d = s.padded_head_dim();
   const long long rows = p.seqlen_q * std::max(1LL, p.heads_q / std::max(1LL, p.heads_kv));
-  if (rows <= 16 || (d > 128 && rows <= 16)) {
+  if (rows <= 16) {
     if (d <= 64) return first_valid(s, {{16, 128, 4, 3}, {16, 128, 4, 2}, {16, 64, 4, 2}});
     if (d <= 128) return first_valid(s, {{16, 64, 4, 3}, {16, 64, 4, 2}, {16, 64, 4, 1}});
     return first_valid(s, {{16, 64, 4, 2}, {16, 64, 4, 1}, {16, 32, 2, 1}});

@@ -216,7 +216,8 @@ PanelText panel_text(const PassSchedule& s, const ScheduleShape& shape) {
     case Pass::fwd_splitkv:
       t.about = {fmt::format("one CTA per tile of {} rows: positions × the {} query heads", k.block_m, shape.group),
                  "of one K/V head; it loops → over the K/V tiles they see",
-                 fmt::format("(each of its {} warps takes {} keys of every tile)", k.warps, k.block_n / k.warps)};
+                 fmt::format("(its {} warps: {} rows × {} keys of every tile each)", k.warps, k.decode_warp_rows(),
+                             k.block_n / k.decode_key_slices())};
       t.notes = {tile_counts(s), "drawn for one split: with several, each CTA takes",
                  "a contiguous share of the loop and fwd_combine merges them"};
       break;

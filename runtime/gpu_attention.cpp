@@ -25,14 +25,15 @@ void launch(KernelCache& cache, KernelLaunch& l, CUstream stream) {
 }
 
 // Runs `launches(workspace)` with `need` bytes of device workspace: the caller's (`given`,
-// checked against `given_bytes`) or stream-ordered memory allocated and freed on `stream`.
+// checked against `given_bytes`; `sizer` names the call that tells its size) or
+// stream-ordered memory allocated and freed on `stream`.
 template <class Launches>
-void with_workspace(std::size_t need, void* given, std::size_t given_bytes, CUstream stream, const Launches& launches) {
+void with_workspace(std::size_t need, void* given, std::size_t given_bytes, const char* sizer, CUstream stream,
+                    const Launches& launches) {
   if (given != nullptr || need == 0) {
     if (given != nullptr && given_bytes < need)
       throw Error(Status::invalid_argument,
-                  fmt::format("workspace_bytes: is {}, expected at least {} (Runtime::backward_workspace_bytes)",
-                              given_bytes, need));
+                  fmt::format("workspace_bytes: is {}, expected at least {} ({})", given_bytes, need, sizer));
     return launches(given);
   }
   const CudaDriver& d = cuda_driver();
@@ -109,14 +110,16 @@ void gpu_forward(KernelCache& cache, const ForwardArgs& args, const Problem& p, 
 
 void gpu_forward(KernelCache& cache, const ForwardArgs& args, const Problem& p, CUstream stream,
                  const std::vector<KernelSpec>& specs, int sm_count) {
-  with_workspace(forward_workspace_bytes(p, specs, sm_count), nullptr, 0, stream, [&](void* workspace) {
-    for (KernelLaunch& l : plan_forward(args, p, specs, sm_count, workspace)) launch(cache, l, stream);
+  const int splits = split_count(p, specs, sm_count);  // once: the workspace and the plan both follow it
+  with_workspace(forward_workspace_bytes(p, splits), nullptr, 0, "", stream, [&](void* workspace) {
+    for (KernelLaunch& l : plan_forward(args, p, specs, splits, workspace)) launch(cache, l, stream);
   });
 }
 
 void gpu_backward(KernelCache& cache, const BackwardArgs& args, const Problem& p, CUstream stream,
                   const std::vector<KernelSpec>& specs) {
-  with_workspace(backward_workspace_bytes(p), args.workspace, args.workspace_bytes, stream, [&](void* workspace) {
+  with_workspace(backward_workspace_bytes(p), args.workspace, args.workspace_bytes,
+                 "Runtime::backward_workspace_bytes", stream, [&](void* workspace) {
     for (KernelLaunch& l : plan_backward(args, p, specs, workspace)) launch(cache, l, stream);
   });
 }

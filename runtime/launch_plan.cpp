@@ -86,9 +86,9 @@ std::size_t backward_workspace_bytes(const Problem& p) {
          static_cast<std::size_t>(p.batch * p.heads_q * round_up(p.seqlen_q, kDqRowRounding)) * sizeof(float);
 }
 
-std::vector<KernelLaunch> plan_forward(const ForwardArgs& args, const Problem& p, Arch arch, int sm_count,
+std::vector<KernelLaunch> plan_forward(const ForwardArgs& args, const Problem& p, Arch arch, int num_splits,
                                        void* workspace) {
-  return plan_forward(args, p, select_forward_kernels(problem_key(p), arch), sm_count, workspace);
+  return plan_forward(args, p, select_forward_kernels(problem_key(p), arch), num_splits, workspace);
 }
 
 namespace {
@@ -140,10 +140,9 @@ int split_count(const Problem& p, const std::vector<KernelSpec>& specs, int sm_c
   return (tiles + per_split - 1) / per_split;
 }
 
-std::size_t forward_workspace_bytes(const Problem& p, const std::vector<KernelSpec>& specs, int sm_count) {
-  const int splits = split_count(p, specs, sm_count);
-  if (splits == 1) return 0;
-  return static_cast<std::size_t>(splits * splitkv_rows(p)) * (round_up(p.head_dim, 16) + 1) * sizeof(float);
+std::size_t forward_workspace_bytes(const Problem& p, int num_splits) {
+  if (num_splits <= 1) return 0;
+  return static_cast<std::size_t>(num_splits * splitkv_rows(p)) * (round_up(p.head_dim, 16) + 1) * sizeof(float);
 }
 
 std::vector<KernelLaunch> plan_backward(const BackwardArgs& args, const Problem& p, Arch arch, void* workspace) {
@@ -151,7 +150,7 @@ std::vector<KernelLaunch> plan_backward(const BackwardArgs& args, const Problem&
 }
 
 std::vector<KernelLaunch> plan_forward(const ForwardArgs& args, const Problem& p, const std::vector<KernelSpec>& specs,
-                                       int sm_count, void* workspace) {
+                                       int num_splits, void* workspace) {
   const KernelSpec fwd = specs.at(0);
   KernelLaunch l{fwd, {blocks(p.seqlen_q, fwd.block_m), static_cast<unsigned>(p.heads_q), static_cast<unsigned>(p.batch)},
                  base_params(p)};
@@ -170,7 +169,7 @@ std::vector<KernelLaunch> plan_forward(const ForwardArgs& args, const Problem& p
 
   // Decode: grid (query tiles x splits, KV heads, batch); with splits, the parts in the
   // workspace (o_partial, then lse_partial) and the combine over the rows.
-  const int splits = split_count(p, specs, sm_count);
+  const int splits = std::max(num_splits, 1);
   const unsigned m_blocks = splitkv_m_blocks(p, fwd);
   l.grid = {m_blocks * static_cast<unsigned>(splits), static_cast<unsigned>(p.heads_kv), static_cast<unsigned>(p.batch)};
   f.num_splits = splits;

@@ -33,13 +33,15 @@ ProblemKey problem_key(const Problem& p);
 ProblemKey problem_key(const TuneShape& shape);
 
 // The decode forward's split count (fwd_splitkv in `specs`; 1 otherwise) on a GPU of
-// sm_count SMs: enough CTAs for whole waves, each split at least two key tiles.
+// sm_count SMs: the work spread evenly over the SMs, each split at least two key tiles.
 int split_count(const Problem& p, const std::vector<KernelSpec>& specs, int sm_count);
-// Bytes of the forward workspace: the split-KV parts (fp32 O rows and lse), 0 without splits.
-std::size_t forward_workspace_bytes(const Problem& p, const std::vector<KernelSpec>& specs, int sm_count);
+// Bytes of the forward workspace for `num_splits` (split_count): the split-KV parts (fp32 O
+// rows and lse), 0 with one split.
+std::size_t forward_workspace_bytes(const Problem& p, int num_splits);
 
-// `workspace` holds forward_workspace_bytes(p, specs, sm_count) bytes of device memory.
-std::vector<KernelLaunch> plan_forward(const ForwardArgs& args, const Problem& p, Arch arch, int sm_count,
+// `num_splits` (split_count; only a decode plan reads it) and `workspace` of
+// forward_workspace_bytes(p, num_splits) bytes of device memory.
+std::vector<KernelLaunch> plan_forward(const ForwardArgs& args, const Problem& p, Arch arch, int num_splits,
                                        void* workspace);
 // `workspace` holds backward_workspace_bytes(p) bytes of device memory.
 std::vector<KernelLaunch> plan_backward(const BackwardArgs& args, const Problem& p, Arch arch, void* workspace);
@@ -47,7 +49,7 @@ std::vector<KernelLaunch> plan_backward(const BackwardArgs& args, const Problem&
 // The same plans with the kernels chosen by the caller (an autotune winner), in the
 // order select_forward_kernels / select_backward_kernels return them.
 std::vector<KernelLaunch> plan_forward(const ForwardArgs& args, const Problem& p, const std::vector<KernelSpec>& specs,
-                                       int sm_count, void* workspace);
+                                       int num_splits, void* workspace);
 std::vector<KernelLaunch> plan_backward(const BackwardArgs& args, const Problem& p,
                                         const std::vector<KernelSpec>& specs, void* workspace);
 

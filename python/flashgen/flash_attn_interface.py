@@ -115,13 +115,14 @@ def flash_attn_with_kvcache(
     cache_seqlens + seqlen_new positions (causal aligned bottom-right to them). cache_seqlens:
     None (the whole cache) or an int. Returns out, or (out, softmax_lse) with
     return_softmax_lse, like flash_attn_with_kvcache."""
-    refused = {"rotary_cos": rotary_cos, "rotary_sin": rotary_sin, "cache_batch_idx": cache_batch_idx,
-               "cache_leftpad": cache_leftpad, "block_table": block_table, "alibi_slopes": alibi_slopes}
-    for name, value in refused.items():
+    refused = {  # argument: (value, what flashgen does not have yet)
+        "rotary_cos": (rotary_cos, "rotary embedding"), "rotary_sin": (rotary_sin, "rotary embedding"),
+        "cache_batch_idx": (cache_batch_idx, "cache_batch_idx"), "cache_leftpad": (cache_leftpad, "cache_leftpad"),
+        "block_table": (block_table, "paged KV cache"), "alibi_slopes": (alibi_slopes, "ALiBi bias"),
+    }
+    for name, (value, feature) in refused.items():
         if value is not None:
-            raise ValueError(f"{name}: is set, expected None (flashgen has no "
-                             + {"block_table": "paged KV cache", "alibi_slopes": "ALiBi bias"}.get(name, name)
-                             + " in flash_attn_with_kvcache yet)")
+            raise ValueError(f"{name}: is set, expected None (flashgen has no {feature} in flash_attn_with_kvcache yet)")
     if num_splits != 0:
         raise ValueError(f"num_splits: is {num_splits}, expected 0 (flashgen picks the split count from the GPU's SMs "
                          "and the lengths)")
