@@ -36,7 +36,7 @@ std::string spec_struct(const KernelSpec& s) {
   };
   for (const DeviceConstant& c : device_constants(s)) add(c.type, c.name, c.value, c.doc);
   // Derived on the host, so that host and device agree by construction.
-  add("int", "kHeadDimPadded", std::to_string(s.padded_head_dim()), "the width tiles are compiled for (multiple of 16)");
+  add("int", "kHeadDimPadded", std::to_string(s.padded_head_dim()), "the width tiles are compiled for (a multiple of 16, at least 32)");
   add("bool", "kVecLoad", s.head_dim % 8 == 0 ? "true" : "false",
       "rows are 16-byte aligned: cp.async and 16-byte stores");
   add("bool", "kWgmma", s.uses_wgmma() ? "true" : "false", "Hopper warpgroup products (sm_90a) instead of mma.sync");

@@ -75,8 +75,8 @@ static void add(std::vector<std::string>& out, fmt::format_string<A...> f, A&&..
 std::vector<std::string> KernelSpec::problems() const {
   std::vector<std::string> out;
 
-  if (head_dim < 32 || head_dim > 256)
-    add(out, "head_dim: got {}, expected a value in 32..256", head_dim);
+  if (head_dim < 1 || head_dim > 256)
+    add(out, "head_dim: got {}, expected a value in 1..256", head_dim);
   if (dtype != DType::f16 && dtype != DType::bf16)
     add(out, "dtype: got {}, expected fp16 or bf16 (fp32 runs on the CPU backend only)", to_string(dtype));
   if (warps < 1 || warps > 16 || (!is_pow2(warps) && !warp_specialized()))

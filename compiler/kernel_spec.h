@@ -53,6 +53,14 @@ struct ProblemOptions {
   bool operator==(const ProblemOptions&) const = default;
 };
 
+// The width of a head dim's tiles and fp32 workspace rows (dQ accumulator, split-KV
+// partials): head_dim rounded up to the tensor-core k-step (16), at least 32. Like
+// FlashAttention-2, head dims 1..31 run on 32-column tiles whose columns >= head_dim are
+// zero-filled on load and never stored.
+inline int padded_head_dim(std::int64_t head_dim) {
+  return static_cast<int>(std::max<std::int64_t>(32, (head_dim + 15) / 16 * 16));
+}
+
 // One kernel: the problem's options plus the pass, tiles and target (spec_fields.h).
 struct KernelSpec : ProblemOptions {
   Pass pass = Pass::fwd;
@@ -62,8 +70,8 @@ struct KernelSpec : ProblemOptions {
   int stages = 2;
   Arch arch = Arch::sm_80;
 
-  // head_dim rounded up to the tensor-core k-step (16): the width kernels are compiled for.
-  int padded_head_dim() const { return (head_dim + 15) / 16 * 16; }
+  // The width kernels are compiled for: flashgen::padded_head_dim(head_dim).
+  int padded_head_dim() const { return flashgen::padded_head_dim(head_dim); }
   int threads() const { return warps * 32; }
   // The passes with matrix products (fwd, bwd_dkdv, bwd_dq, fwd_splitkv); the others are row-wise.
   bool uses_tensor_cores() const {

@@ -87,7 +87,7 @@ constexpr void for_each_spec_field(F&& f) {
   f(SpecField<K, Pass>{.member = &K::pass, .name = "pass", .role = FieldRole::pass, .uri = "", .hash_key = "pass",
                        .cli = "--pass", .doc = "which kernel of the variant", .mlir = MlirPlace::before_for});
   f(SpecField<P, int>{.member = &P::head_dim, .name = "head_dim", .role = FieldRole::problem, .uri = "_d",
-                      .hash_key = "d", .cli = "--head-dim", .doc = "the problem's head dim (32..256)",
+                      .hash_key = "d", .cli = "--head-dim", .doc = "the problem's head dim (1..256)",
                       .device = "kHeadDim"});
   f(SpecField<P, DType>{.member = &P::dtype, .name = "dtype", .role = FieldRole::problem, .uri = "_",
                         .hash_key = "dtype", .cli = "--dtype", .doc = "element type of q, k, v",

@@ -75,7 +75,7 @@ unsigned blocks(std::int64_t n, int tile) { return static_cast<unsigned>((n + ti
 std::size_t dq_accum_bytes(const Problem& p) {
   if (p.options.deterministic) return 0;
   return static_cast<std::size_t>(p.batch * p.heads_q * round_up(p.seqlen_q, kDqRowRounding) *
-                                  round_up(p.head_dim, 16)) *
+                                  padded_head_dim(p.head_dim)) *
          sizeof(float);
 }
 
@@ -142,7 +142,7 @@ int split_count(const Problem& p, const std::vector<KernelSpec>& specs, int sm_c
 
 std::size_t forward_workspace_bytes(const Problem& p, int num_splits) {
   if (num_splits <= 1) return 0;
-  return static_cast<std::size_t>(num_splits * splitkv_rows(p)) * (round_up(p.head_dim, 16) + 1) * sizeof(float);
+  return static_cast<std::size_t>(num_splits * splitkv_rows(p)) * (padded_head_dim(p.head_dim) + 1) * sizeof(float);
 }
 
 std::vector<KernelLaunch> plan_backward(const BackwardArgs& args, const Problem& p, Arch arch, void* workspace) {
@@ -175,7 +175,7 @@ std::vector<KernelLaunch> plan_forward(const ForwardArgs& args, const Problem& p
   f.num_splits = splits;
   if (splits > 1) {
     f.o_partial = static_cast<float*>(workspace);
-    f.lse_partial = f.o_partial + splits * splitkv_rows(p) * round_up(p.head_dim, 16);
+    f.lse_partial = f.o_partial + splits * splitkv_rows(p) * padded_head_dim(p.head_dim);
   }
   const KernelSpec& combine = specs.at(1);
   const unsigned combine_blocks = splits > 1 ? blocks(splitkv_rows(p), combine.block_m) : 0;

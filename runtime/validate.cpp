@@ -284,7 +284,7 @@ AttentionOptions resolve_options(AttentionOptions o, std::int64_t head_dim) {
   return o;
 }
 
-// The generated kernels: fp16/bf16, head_dim 32..256, 16-byte vector loads of q/k/v/o rows.
+// The generated kernels: fp16/bf16, head_dim 1..256 (tiles of at least 32 columns), 16-byte vector loads of q/k/v/o rows.
 void check_gpu_limits(const std::vector<Arg>& args, const Problem& p) {
   const std::string dev = device_name(p.device);
   if (p.dtype == DType::f32)

@@ -24,7 +24,7 @@ struct Problem {
 };
 
 // head_dim ranges each backend supports.
-constexpr std::int64_t kGpuMinHeadDim = 32, kGpuMaxHeadDim = 256;
+constexpr std::int64_t kGpuMinHeadDim = 1, kGpuMaxHeadDim = 256;
 constexpr std::int64_t kCpuMaxHeadDim = 1024;
 // GPU kernels load 16 bytes at a time (8 fp16/bf16 elements).
 constexpr std::size_t kGpuAlignmentBytes = 16;

@@ -5,7 +5,7 @@
  * contiguous, heads_q % heads_kv == 0. lse: fp32 (batch, heads_q, seqlen_q), rank 3, contiguous,
  * natural log. All tensors of a call share one dtype (lse: fp32) and one device.
  * FLASHGEN_CPU tensors run on the CPU backend (fp32/fp16/bf16, head_dim 1..1024); CUDA tensors
- * run generated kernels (fp16/bf16, head_dim 32..256, 16-byte aligned data, row strides a
+ * run generated kernels (fp16/bf16, head_dim 1..256, 16-byte aligned data, row strides a
  * multiple of 8 elements when head_dim % 8 == 0).
  *
  * Errors: every call that can fail returns a flashgen_status. flashgen_last_error() then gives

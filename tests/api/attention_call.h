@@ -33,7 +33,7 @@ struct AttentionCall {
 };
 
 // Odd sizes, GQA groups, batch >= 2. CPU: any dtype, head_dim 1..160; device: fp16/bf16 and
-// head_dim a multiple of 8 in 32..256 (what the GPU kernels take).
+// head_dim a multiple of 8 in 32..256 (the GPU kernels take 1..256; these geometries keep the vector loads).
 Geometry random_cpu_geometry(std::mt19937_64& rng);
 Geometry random_device_geometry(std::mt19937_64& rng);
 

@@ -150,13 +150,9 @@ const std::vector<RejectionCase>& rejection_cases() {
          set_dtype(c, DType::f32);
          return "q: dtype is fp32 on cuda:0, expected fp16 or bf16 for the GPU kernels (fp32 runs on the CPU backend)";
        }},
-      {"gpu_head_dim_16", kBoth, B::device, kUnsupported, [](AttentionCall& c) -> std::string {
-         set_head_dim(c, 16);
-         return "q: shape[3] (head_dim) is 16 on cuda:0, expected 32..256";
-       }},
       {"gpu_head_dim_264", kBoth, B::device, kUnsupported, [](AttentionCall& c) -> std::string {
          set_head_dim(c, 264);
-         return "q: shape[3] (head_dim) is 264 on cuda:0, expected 32..256";
+         return "q: shape[3] (head_dim) is 264 on cuda:0, expected 1..256";
        }},
       {"gpu_k_misaligned", kBoth, B::device, kUnsupported, [](AttentionCall& c) {
          c.k.data = offset_bytes(c.k.data, 8);

@@ -460,6 +460,30 @@ std::vector<Case> decode() {
 INSTANTIATE_TEST_SUITE_P(Decode, GpuAttention, ::testing::ValuesIn(decode()),
                          [](const ::testing::TestParamInfo<Case>& i) { return case_name(i.param); });
 
+// Head dims below 32 (issue 16; the seed's example runs d = 8): 32-column tiles whose columns
+// >= head_dim are zero-filled on load and never stored. Vector loads (8, 16, 24) and the
+// element-wise path (1, 3, 17, 31); prefill, the deterministic backward and decode.
+std::vector<Case> small_head_dims() {
+  Case a = make_case(1, 77, 131, 2, 2, 1, DType::f16);
+  a.causal = true;
+  Case b = make_case(8, 256, 256, 1, 4, 4, DType::bf16);  // the seed's example
+  b.packed_qkv = true;
+  Case c = make_case(17, 130, 333, 2, 4, 2, DType::bf16);
+  c.window_left = 50;
+  c.window_right = 7;
+  c.softcap = 30.0f;
+  Case d = make_case(24, 200, 150, 1, 3, 3, DType::f16);
+  d.causal = true;
+  d.deterministic = true;
+  Case e = make_case(31, 1000, 1000, 1, 2, 2, DType::bf16);
+  Case f = make_case(16, 1, 2000, 3, 8, 2, DType::bf16);  // decode, split keys
+  Case g = make_case(3, 5, 900, 1, 4, 1, DType::f16);      // decode, element-wise
+  g.causal = true;
+  return {a, b, c, d, e, f, g};
+}
+INSTANTIATE_TEST_SUITE_P(SmallHeadDims, GpuAttention, ::testing::ValuesIn(small_head_dims()),
+                         [](const ::testing::TestParamInfo<Case>& i) { return case_name(i.param); });
+
 Case deterministic_case() {
   Case c;
   c.head_dim = 128;

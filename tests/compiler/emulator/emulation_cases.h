@@ -50,6 +50,10 @@ inline std::vector<EmulationCase> emulation_cases() {
       {100, 5, 400, 1, 6, 3, true, -1, -1, 0.0f, DType::f16, true, false, 3},
       {128, 12, 200, 1, 8, 1, true, -1, -1, 0.0f, DType::bf16, false, false, 1},
       {256, 4, 150, 1, 8, 1, false, -1, -1, 30.0f, DType::f16, false, false, 1},
+      // Head dims below 32 on 32-column tiles (padded_head_dim): the fp32 workspaces (dQ
+      // accumulator, split partials) are as wide as the tiles.
+      {8, 70, 90, 2, 2, 1, true, -1, -1, 0.0f, DType::bf16, false, false},
+      {3, 2, 500, 1, 4, 2, false, -1, -1, 0.0f, DType::f16, false, false, 2},
   };
 }
 

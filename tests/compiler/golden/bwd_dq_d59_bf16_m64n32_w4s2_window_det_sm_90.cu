@@ -9,7 +9,7 @@
 namespace {
 
 struct Spec {
-  static constexpr int kHeadDim = 59;  // the problem's head dim (32..256)
+  static constexpr int kHeadDim = 59;  // the problem's head dim (1..256)
   static constexpr bool kIsBf16 = true;  // bf16 (else fp16) inputs
   static constexpr int kBlockM = 64;  // query rows per tile
   static constexpr int kBlockN = 32;  // key rows per tile
@@ -19,7 +19,7 @@ struct Spec {
   static constexpr bool kWindow = true;  // sliding window (the sizes are launch parameters)
   static constexpr bool kSoftcap = false;  // soft-capped logits (the cap is a launch parameter)
   static constexpr bool kDeterministic = true;  // deterministic backward: dQ without atomics
-  static constexpr int kHeadDimPadded = 64;  // the width tiles are compiled for (multiple of 16)
+  static constexpr int kHeadDimPadded = 64;  // the width tiles are compiled for (a multiple of 16, at least 32)
   static constexpr bool kVecLoad = false;  // rows are 16-byte aligned: cp.async and 16-byte stores
   static constexpr bool kWgmma = false;  // Hopper warpgroup products (sm_90a) instead of mma.sync
 };

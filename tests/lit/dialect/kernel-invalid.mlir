@@ -2,9 +2,9 @@
 // KernelSpec::problems() (compiler/kernel_spec.cpp) at the op.
 // RUN: flashgen-opt %s -split-input-file -verify-diagnostics
 
-// expected-error @+2 {{head_dim: got 8, expected a value in 32..256}}
+// expected-error @+2 {{head_dim: got 300, expected a value in 1..256}}
 // expected-error @+1 {{warps: got 3, expected a power of two in 1..16}}
-flash.kernel @k fwd for sm_80 {head_dim = 8, dtype = bf16, block_m = 128, block_n = 64, warps = 3, stages = 2}
+flash.kernel @k fwd for sm_80 {head_dim = 300, dtype = bf16, block_m = 128, block_n = 64, warps = 3, stages = 2}
 
 // -----
 
