@@ -5,7 +5,9 @@
 The rows of ../shared/anchors/h200-peers.md ("Decode"): bf16, D 128, 32 query heads,
 8 KV heads, contiguous K/V in (B, seqlen, heads, D); seqlen_q 1 or 4 against long K/V.
 Decode reads K and V once: the figure of merit is the bandwidth, bytes of q, k, v and o
-over the time (the H200's copy ceiling is 4.24-4.3 TB/s). Times are the median of
+over the time (the H200's copy ceiling is 4.24-4.3 TB/s). flashgen also runs on paged
+copies of the same K/V (page sizes 16 and 256, pages in random order, through a block
+table: flashgen.torch_op.kv_cache_forward); the peers have no paged path here. Times are the median of
 triton.testing.do_bench (L2 flushed before every run). Each implementation's output is
 checked against SDPA's flash backend (max |o - o_fa2|).
 
@@ -35,6 +37,7 @@ import flashgen  # noqa: E402
 ROWS = [(64, 1, 8192), (8, 1, 65536), (1, 1, 262144), (64, 4, 8192), (8, 16, 16384)]
 HEADS_Q, HEADS_KV, HEAD_DIM = 32, 8, 128
 COPY_CEILING_TBS = 4.24
+PAGE_SIZES = (16, 256)
 
 
 def parse_args():
@@ -69,9 +72,36 @@ def fa4(causal):
     return run
 
 
+class Paged:
+    """flashgen over a paged copy of k, v: pages in random order, made once per row outside the timing."""
+
+    def __init__(self, page_size, causal):
+        self.page_size, self.causal, self.cache = page_size, causal, None
+
+    def __call__(self, q, k, v):
+        from flashgen.torch_op import kv_cache_forward
+
+        if self.cache is None or self.cache[0] is not k:
+            batch, seqlen = k.shape[:2]
+            pages = seqlen // self.page_size
+            order = torch.randperm(batch * pages, device=k.device)
+            shape = (batch * pages, self.page_size) + tuple(k.shape[2:])
+            k_pages = torch.empty(shape, dtype=k.dtype, device=k.device)
+            k_pages[order] = k.reshape(shape)
+            v_pages = torch.empty_like(k_pages)
+            v_pages[order] = v.reshape(shape)
+            self.cache = (k, k_pages, v_pages, order.view(batch, pages).to(torch.int32))
+        _, k_pages, v_pages, table = self.cache
+        return kv_cache_forward(q, k_pages, v_pages, block_table=table, causal=self.causal)[0]
+
+    def clear(self):
+        self.cache = None
+
+
 def implementations(args):
     impls = {
         "flashgen": lambda q, k, v: flashgen.attention(q, k, v, causal=args.causal),
+        **{f"paged{p}": Paged(p, args.causal) for p in PAGE_SIZES},
         "fa2": sdpa(SDPBackend.FLASH_ATTENTION, args.causal),
         "cudnn": sdpa(SDPBackend.CUDNN_ATTENTION, args.causal),
     }
@@ -119,6 +149,9 @@ def main():
                 row["results"][name] = {"error": repr(e)[:200]}
             torch.cuda.empty_cache()
         del q, k, v, ref
+        for fn in impls.values():  # drop the paged copies
+            if isinstance(fn, Paged):
+                fn.clear()
         torch.cuda.empty_cache()
         rows.append(row)
         print_row(row, impls, header=len(rows) == 1)
@@ -133,14 +166,16 @@ def main():
 def print_row(row, impls, header):
     names = list(impls)
     if header:
-        print(f"{'B':>3} {'sq':>3} {'sk':>7} | " + " | ".join(f"{n:>17}" for n in names) + " | flashgen/best peer")
+        print(f"{'B':>3} {'sq':>3} {'sk':>7} | " + " | ".join(f"{n:>17}" for n in names) +
+              " | best peer / flashgen (contiguous, paged " + ", ".join(str(p) for p in PAGE_SIZES) + ")")
     cells = []
     for n in names:
         r = row["results"].get(n, {})
         cells.append(f"{r['us']:7.0f} us {r['tbs']:4.2f} TB/s" if "us" in r else f"{'n/a':>17}")
-    peers = [row["results"][n]["us"] for n in names if n != "flashgen" and "us" in row["results"].get(n, {})]
-    mine = row["results"]["flashgen"].get("us")
-    ratio = f"{min(peers) / mine:.2f}x" if peers and mine else "n/a"
+    ours = ["flashgen"] + [f"paged{p}" for p in PAGE_SIZES]
+    peers = [row["results"][n]["us"] for n in names if n not in ours and "us" in row["results"].get(n, {})]
+    ratio = " ".join(f"{min(peers) / row['results'][n]['us']:.2f}x" if peers and "us" in row["results"][n] else "n/a"
+                     for n in ours)
     print(f"{row['batch']:>3} {row['seqlen_q']:>3} {row['seqlen_k']:>7} | " + " | ".join(cells) + f" | {ratio}",
           flush=True)
 

@@ -23,6 +23,7 @@ KernelSpec base_spec(const ProblemKey& p, Pass pass, Arch arch) {
   static_cast<ProblemOptions&>(s) = p;
   s.pass = pass;
   s.arch = arch;
+  s.paged = p.paged && pass == Pass::fwd_splitkv;  // only that kernel reads the pages
   return s;
 }
 
@@ -155,7 +156,7 @@ KernelSpec splitkv_spec(const ProblemKey& p, Arch arch) {
 
 // seqlen_q 0 is a length not known yet (MLIR's dynamic dims): the prefill kernel.
 bool decode_shaped(const ProblemKey& problem) {
-  return problem.seqlen_q >= 1 && problem.seqlen_q <= kDecodeMaxSeqlenQ;
+  return (problem.seqlen_q >= 1 && problem.seqlen_q <= kDecodeMaxSeqlenQ) || problem.paged || problem.seqused_k;
 }
 
 std::vector<KernelSpec> select_forward_kernels(const ProblemKey& problem, Arch arch) {

@@ -16,12 +16,15 @@ struct ProblemKey : ProblemOptions {
   long long heads_kv = 1;
   long long seqlen_q = 0;
   long long seqlen_k = 0;
+  bool seqused_k = false;  // per-sequence key counts read on the device (ForwardArgs::seqused_k)
 };
 
 // Decode: at most this many query positions per sequence (speculative decoding's 1..16).
 constexpr long long kDecodeMaxSeqlenQ = 16;
 // Whether a forward runs as a decode: the split-KV kernel over GQA-packed query tiles, then
-// the combine kernel (the one rule, for the runtime, the tuner and the dump).
+// the combine kernel (the one rule, for the runtime, the tuner and the dump). KV-cache
+// forwards (paged, or per-sequence key counts) run there at any seqlen_q: the prefill kernels
+// read neither.
 bool decode_shaped(const ProblemKey& problem);
 
 // Kernels in launch order. Forward: {fwd} or, decode-shaped, {fwd_splitkv, fwd_combine}

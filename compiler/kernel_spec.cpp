@@ -117,6 +117,8 @@ std::vector<std::string> KernelSpec::problems() const {
       add(out, "block_m: got {} with {} warps, expected a multiple of 16*warps = {} (each warp owns 16-row slices)",
           block_m, warps, 16 * warps);
   }
+  if (paged && pass != Pass::fwd_splitkv)
+    add(out, "paged: set for the {} pass, expected it only on fwd_splitkv (the paged-cache forward)", to_string(pass));
   if (pass == Pass::fwd_combine && threads() > kFlashMaxSplits)
     add(out, "warps: got {} for the split-KV combine, expected at most {} threads (one part's lse each)", warps,
         static_cast<int>(kFlashMaxSplits));
@@ -241,6 +243,8 @@ std::string KernelSpec::hash() const {
   std::string canonical;
   for_each_spec_field([&](const auto& field) {
     const auto value = this->*field.member;
+    if constexpr (std::is_same_v<std::decay_t<decltype(value)>, bool>)
+      if (field.hashed_when_set && !value) return;
     if constexpr (std::is_enum_v<std::decay_t<decltype(value)>>)
       canonical += fmt::format("{}{}={}", canonical.empty() ? "" : ";", field.hash_key, static_cast<int>(value));
     else

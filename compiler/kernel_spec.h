@@ -49,6 +49,7 @@ struct ProblemOptions {
   bool window = false;   // the sizes are launch parameters
   bool softcap = false;  // the cap is a launch parameter
   bool deterministic = false;
+  bool paged = false;  // K/V pages through a block table (the split-KV forward only)
 
   bool operator==(const ProblemOptions&) const = default;
 };

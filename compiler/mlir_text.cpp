@@ -12,6 +12,7 @@ static const char* mlir_type(DType t) {
     case DType::f16: return "f16";
     case DType::bf16: return "bf16";
     case DType::f32: return "f32";
+    case DType::i32: return "i32";
   }
   return "f32";
 }

@@ -45,6 +45,9 @@ struct SpecField {
   const char* device = nullptr;     // constant of the generated source; nullptr: none
   const char* cli_value = nullptr;  // a flag whose option takes its launch parameter: its form ("L,R")
   MlirPlace mlir = MlirPlace::attribute;
+  // A flag added after the hash's canonical text was fixed: it enters that text only when
+  // set, so that the hashes of every kernel without it (cache entries, tuning sets) stay valid.
+  bool hashed_when_set = false;
 };
 
 // Spelling of the values of an enum field.
@@ -114,6 +117,11 @@ constexpr void for_each_spec_field(F&& f) {
   f(SpecField<P, bool>{.member = &P::deterministic, .name = "deterministic", .role = FieldRole::problem,
                        .uri = "_det", .hash_key = "det", .cli = "--deterministic",
                        .doc = "deterministic backward: dQ without atomics", .device = "kDeterministic"});
+  f(SpecField<P, bool>{.member = &P::paged, .name = "paged", .role = FieldRole::problem, .uri = "_paged",
+                       .hash_key = "paged", .cli = "--paged",
+                       .doc = "paged K/V cache read through a block table (split-KV forward; the page size is a "
+                              "launch parameter)",
+                       .device = "kPaged", .hashed_when_set = true});
   f(SpecField<K, Arch>{.member = &K::arch, .name = "arch", .role = FieldRole::target, .uri = "_", .hash_key = "arch",
                        .cli = "--arch", .doc = "target GPU architecture", .mlir = MlirPlace::after_for});
 }

@@ -22,11 +22,12 @@ const char* to_string(DType t) {
     case DType::f32: return "fp32";
     case DType::f16: return "fp16";
     case DType::bf16: return "bf16";
+    case DType::i32: return "int32";
   }
   return "unknown dtype";
 }
 
-std::size_t size_of(DType t) { return t == DType::f32 ? 4 : 2; }
+std::size_t size_of(DType t) { return t == DType::f32 || t == DType::i32 ? 4 : 2; }
 
 const char* version() { return FLASHGEN_VERSION_STRING; }
 

@@ -144,6 +144,8 @@ flashgen::ForwardArgs to_cpp(const flashgen_forward_args& in) {
   out.o = to_cpp(a.o);
   out.lse = to_cpp(a.lse);
   out.options = to_cpp(a.options);
+  out.block_table = to_cpp(a.block_table);
+  out.seqused_k = to_cpp(a.seqused_k);
   return out;
 }
 
@@ -282,7 +284,7 @@ void flashgen_tensor_contiguous(flashgen_tensor* t, void* data, flashgen_dtype d
   t->dtype = dtype;
   t->device = device;
   t->rank = rank;
-  if (shape == nullptr || (rank != 3 && rank != 4)) return;  // zero sizes: the call using t rejects it
+  if (shape == nullptr || rank < 1 || rank > 4) return;  // zero sizes: the call using t rejects it
   // A stride past int64 would wrap (to 0 for {4, 2^31, 2^31, 4}); INT64_MAX instead makes
   // the call using t reject the view as spanning more than 2^63 bytes.
   std::int64_t stride = 1;
@@ -292,7 +294,7 @@ void flashgen_tensor_contiguous(flashgen_tensor* t, void* data, flashgen_dtype d
     t->stride[i] = overflow ? INT64_MAX : stride;
     overflow = overflow || __builtin_mul_overflow(stride, shape[i], &stride);
   }
-  if (rank == 3) t->shape[3] = t->stride[3] = 1;
+  for (int i = rank; i < 4; ++i) t->shape[i] = t->stride[i] = 1;
 }
 
 flashgen_status flashgen_runtime_create(const flashgen_runtime_options* options, flashgen_runtime** out) {

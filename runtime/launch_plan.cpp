@@ -30,6 +30,8 @@ ProblemKey problem_key(const Problem& p) {
   k.heads_kv = p.heads_kv;
   k.seqlen_q = p.seqlen_q;
   k.seqlen_k = p.seqlen_k;
+  k.paged = p.paged;
+  k.seqused_k = p.has_seqused_k;
   return k;
 }
 
@@ -173,6 +175,14 @@ std::vector<KernelLaunch> plan_forward(const ForwardArgs& args, const Problem& p
   const unsigned m_blocks = splitkv_m_blocks(p, fwd);
   l.grid = {m_blocks * static_cast<unsigned>(splits), static_cast<unsigned>(p.heads_kv), static_cast<unsigned>(p.batch)};
   f.num_splits = splits;
+  // The KV cache: key counts and the block table are read on the device (graph-safe).
+  f.seqused_k = p.has_seqused_k ? static_cast<const int*>(args.seqused_k.data) : nullptr;
+  if (p.paged) {
+    f.block_table = static_cast<const int*>(args.block_table.data);
+    f.block_table_stride = args.block_table.stride[0];
+    f.page_size = static_cast<int>(p.page_size);
+    f.num_pages = static_cast<int>(p.num_pages);
+  }
   if (splits > 1) {
     f.o_partial = static_cast<float*>(workspace);
     f.lse_partial = f.o_partial + splits * splitkv_rows(p) * padded_head_dim(p.head_dim);

@@ -122,6 +122,7 @@ const RuntimeOptions& Runtime::options() const { return impl_->options; }
 
 void Runtime::forward(const ForwardArgs& args, void* stream) {
   const Problem p = validate_forward(args);
+  if (p.device == kCpu && p.kv_cache()) return cpu::kv_cache_forward(args, p, impl_->options.cpu_threads);
   if (p.device == kCpu) return cpu::tiled_forward(args, p, impl_->options.cpu_threads);
   ensure_context(p.device);
   gpu_forward(impl_->kernels(), args, p, static_cast<CUstream>(stream), impl_->kernels_for(p, TunedPass::forward));
@@ -145,7 +146,7 @@ void Runtime::prepare(const ForwardArgs& args, Passes passes) {
   // The forward's kernel first (the call that needs it comes first), then the backward's.
   Candidate specs;
   if (bits & static_cast<unsigned>(Passes::forward)) specs = impl_->kernels_for(p, TunedPass::forward);
-  if (bits & static_cast<unsigned>(Passes::backward)) {
+  if ((bits & static_cast<unsigned>(Passes::backward)) && !p.kv_cache()) {  // a KV-cache forward has no backward
     const Candidate bwd = impl_->kernels_for(p, TunedPass::backward);
     specs.insert(specs.end(), bwd.begin(), bwd.end());
   }

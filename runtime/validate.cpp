@@ -29,6 +29,9 @@ using DimNames = std::array<const char*, 4>;
 constexpr DimNames kQueryDims{"batch", "seqlen_q", "heads_q", "head_dim"};
 constexpr DimNames kKeyDims{"batch", "seqlen_k", "heads_kv", "head_dim"};
 constexpr DimNames kLseDims{"batch", "heads_q", "seqlen_q", "unused"};
+constexpr DimNames kPageDims{"num_pages", "page_size", "heads_kv", "head_dim"};
+constexpr DimNames kBlockTableDims{"batch", "max_pages_per_seq", "unused", "unused"};
+constexpr DimNames kSequsedDims{"batch", "unused", "unused", "unused"};
 
 // A tensor argument, its name in messages and the names of its dimensions.
 struct Arg {
@@ -36,6 +39,7 @@ struct Arg {
   const Tensor& t;
   const DimNames& dims;
   int rank = 4;
+  bool index = false;  // an int32 index tensor (block_table, seqused_k)
   std::span<const std::int64_t> shape() const { return {t.shape.data(), static_cast<std::size_t>(rank)}; }
   std::span<const std::int64_t> stride() const { return {t.stride.data(), static_cast<std::size_t>(rank)}; }
 };
@@ -89,7 +93,9 @@ void check_view(const Arg& a) {
       fail(Status::invalid_argument, "{}: shape[{}] ({}) is {}, expected > 0 (empty tensors are not supported)", a.name,
            i, a.dims[i], t.shape[i]);
   if (t.data == nullptr) fail(Status::invalid_argument, "{}: data is null, expected a pointer to the tensor's elements", a.name);
-  if (!valid_dtype(t.dtype))
+  if (a.index && t.dtype != DType::i32)
+    fail(Status::invalid_argument, "{}: dtype is {}, expected int32 (3)", a.name, static_cast<int>(t.dtype));
+  if (!a.index && !valid_dtype(t.dtype))
     fail(Status::invalid_argument, "{}: dtype is {}, expected fp32 (0), fp16 (1) or bf16 (2)", a.name,
          static_cast<int>(t.dtype));
   if (t.device < kCpu)
@@ -97,9 +103,9 @@ void check_view(const Arg& a) {
   for (int i = 0; i < a.rank; ++i)
     if (t.stride[i] < 0)
       fail(Status::invalid_argument, "{}: stride[{}] ({}) is {}, expected >= 0", a.name, i, a.dims[i], t.stride[i]);
-  if (a.rank == 4 && t.stride[3] != 1)
-    fail(Status::invalid_argument, "{}: stride[3] (head_dim) is {}, expected 1 (the last dimension must be contiguous)",
-         a.name, t.stride[3]);
+  if ((a.rank == 4 || a.index) && t.stride[a.rank - 1] != 1)
+    fail(Status::invalid_argument, "{}: stride[{}] ({}) is {}, expected 1 (the last dimension must be contiguous)",
+         a.name, a.rank - 1, a.dims[a.rank - 1], t.stride[a.rank - 1]);
   check_span(a);
 }
 
@@ -225,8 +231,9 @@ void check_lse(const Arg& lse, const Problem& p) {
            fmt::join(lse.stride(), ", "), fmt::join(dense, ", "), fmt::join(lse.shape(), ", "));
 }
 
-// The geometry q and k define; k must agree with q on batch and head_dim.
-Problem geometry(const Arg& q, const Arg& k) {
+// The geometry q and k define; k must agree with q on batch and head_dim (a paged k: on
+// head_dim, its pages are (num_pages, page_size, heads_kv, head_dim)).
+Problem geometry(const Arg& q, const Arg& k, const Tensor* block_table = nullptr) {
   Problem p;
   p.batch = q.t.shape[0];
   p.seqlen_q = q.t.shape[1];
@@ -236,7 +243,23 @@ Problem geometry(const Arg& q, const Arg& k) {
   p.heads_kv = k.t.shape[2];
   p.dtype = q.t.dtype;
   p.device = q.t.device;
-  expect_shape(k, {p.batch, p.seqlen_k, p.heads_kv, p.head_dim}, "q");
+  if (block_table != nullptr) {
+    p.paged = true;
+    p.num_pages = k.t.shape[0];
+    p.page_size = k.t.shape[1];
+    p.max_pages_per_seq = block_table->shape[1];
+    if (block_table->shape[0] != p.batch)
+      fail(Status::invalid_argument, "block_table: shape[0] (batch) is {}, expected {} like q", block_table->shape[0],
+           p.batch);
+    if (__builtin_mul_overflow(p.max_pages_per_seq, p.page_size, &p.seqlen_k))
+      fail(Status::invalid_argument,
+           "block_table: shape[1] (max_pages_per_seq) {} times k's page_size {} overflows int64, expected a sequence "
+           "length that int64 counts",
+           p.max_pages_per_seq, p.page_size);
+    expect_shape(k, {p.num_pages, p.page_size, p.heads_kv, p.head_dim}, "q (head_dim)");
+  } else {
+    expect_shape(k, {p.batch, p.seqlen_k, p.heads_kv, p.head_dim}, "q");
+  }
   // Zero strides let a view of any element count fit in memory; the backends count elements
   // and tasks in int64.
   for (const Arg* a : {&q, &k}) {
@@ -257,7 +280,7 @@ Problem geometry(const Arg& q, const Arg& k) {
 // dtype and device must match q's (lse: device only; its dtype is fp32).
 void expect_like_q(const std::vector<Arg>& args, const Problem& p) {
   for (const Arg& a : args) {
-    if (a.rank == 4 && a.t.dtype != p.dtype)
+    if (a.rank == 4 && !a.index && a.t.dtype != p.dtype)
       fail(Status::invalid_argument, "{}: dtype is {}, expected {} like q", a.name, to_string(a.t.dtype), to_string(p.dtype));
     if (a.t.device != p.device)
       fail(Status::invalid_argument, "{}: device is {}, expected {} like q (all tensors on one device)", a.name,
@@ -302,7 +325,9 @@ void check_gpu_limits(const std::vector<Arg>& args, const Problem& p) {
   if (p.batch > kGridYZ)
     fail(Status::unsupported, "q: shape[0] (batch) is {} on {}, expected at most {} for the GPU kernels' grid", p.batch,
          dev, kGridYZ);
-  for (const auto& [what, n] : {std::pair{"q: shape[1] (seqlen_q)", p.seqlen_q}, {"k: shape[1] (seqlen_k)", p.seqlen_k}})
+  const char* keys = p.paged ? "block_table: shape[1] (max_pages_per_seq) x k: shape[1] (page_size)" : "k: shape[1] (seqlen_k)";
+  for (const auto& [what, n] : {std::pair{"q: shape[1] (seqlen_q)", p.seqlen_q}, {keys, p.seqlen_k},
+                                {"k: shape[0] (num_pages)", p.num_pages}})
     if (n > kInt32) fail(Status::unsupported, "{} is {} on {}, expected at most 2^31 - 1 for the GPU kernels", what, n, dev);
   for (const Arg& a : args) {
     const bool rows = a.rank == 4;
@@ -369,13 +394,28 @@ void check_workspace(const BackwardArgs& args, const Problem& p, const std::vect
 }  // namespace
 
 Problem validate_forward(const ForwardArgs& args) {
-  const Arg q{"q", args.q, kQueryDims}, k{"k", args.k, kKeyDims}, v{"v", args.v, kKeyDims};
+  const bool paged = args.block_table.data != nullptr;
+  const DimNames& kv_dims = paged ? kPageDims : kKeyDims;
+  const Arg q{"q", args.q, kQueryDims}, k{"k", args.k, kv_dims}, v{"v", args.v, kv_dims};
   const Arg o{"o", args.o, kQueryDims}, lse{"lse", args.lse, kLseDims, 3};
+  const Arg block_table{"block_table", args.block_table, kBlockTableDims, 2, true};
+  const Arg seqused_k{"seqused_k", args.seqused_k, kSequsedDims, 1, true};
   std::vector<Arg> tensors{q, k, v, o};
+  std::vector<Arg> inputs{q, k, v};
   for (const Arg& a : tensors) check_view(a);
+  for (const Arg* a : {&block_table, &seqused_k})
+    if (a->t.data != nullptr) {
+      check_view(*a);
+      tensors.push_back(*a);
+      inputs.push_back(*a);
+    }
 
-  Problem p = geometry(q, k);
-  expect_shape(v, {p.batch, p.seqlen_k, p.heads_kv, p.head_dim}, "k");
+  Problem p = geometry(q, k, paged ? &args.block_table : nullptr);
+  p.has_seqused_k = args.seqused_k.data != nullptr;
+  if (p.has_seqused_k && args.seqused_k.shape[0] != p.batch)
+    fail(Status::invalid_argument, "seqused_k: shape[0] (batch) is {}, expected {} like q", args.seqused_k.shape[0],
+         p.batch);
+  expect_shape(v, {k.t.shape[0], p.paged ? p.page_size : p.seqlen_k, p.heads_kv, p.head_dim}, "k");
   expect_shape(o, {p.batch, p.seqlen_q, p.heads_q, p.head_dim}, "q");
   p.has_lse = args.lse.data != nullptr;  // null: the caller does not want lse
   if (p.has_lse) {
@@ -385,7 +425,7 @@ Problem validate_forward(const ForwardArgs& args) {
   expect_like_q(tensors, p);
   std::vector<Arg> outputs{o};
   if (p.has_lse) outputs.push_back(lse);
-  check_outputs_apart({q, k, v}, outputs);
+  check_outputs_apart(inputs, outputs);
   p.options = resolve_options(args.options, p.head_dim);
   check_backend_limits(tensors, p);
   return p;

@@ -21,6 +21,12 @@ struct Problem {
   int device = kCpu;
   AttentionOptions options;  // softmax_scale resolved (NaN -> 1/sqrt(head_dim)); causal => window_right = 0
   bool has_lse = true;
+  // KV cache (ForwardArgs::block_table, ::seqused_k). Paged: k and v are num_pages pages of
+  // page_size rows, seqlen_k = max_pages_per_seq * page_size.
+  bool paged = false;
+  std::int64_t num_pages = 0, page_size = 0, max_pages_per_seq = 0;
+  bool has_seqused_k = false;
+  bool kv_cache() const { return paged || has_seqused_k; }
 };
 
 // head_dim ranges each backend supports.

@@ -77,7 +77,8 @@ typedef enum flashgen_status {
   FLASHGEN_ERROR_INTERNAL = 7
 } flashgen_status;
 
-typedef enum flashgen_dtype { FLASHGEN_F32 = 0, FLASHGEN_F16 = 1, FLASHGEN_BF16 = 2 } flashgen_dtype;
+/* FLASHGEN_INT32: index tensors only (block_table, seqused_k). */
+typedef enum flashgen_dtype { FLASHGEN_F32 = 0, FLASHGEN_F16 = 1, FLASHGEN_BF16 = 2, FLASHGEN_INT32 = 3 } flashgen_dtype;
 
 /* device: FLASHGEN_CPU or a CUDA device ordinal. */
 #define FLASHGEN_CPU (-1)
@@ -109,6 +110,10 @@ typedef struct flashgen_forward_args {
   size_t struct_size;              /* sizeof(flashgen_forward_args): flashgen_forward_args_init sets it */
   flashgen_tensor q, k, v, o, lse; /* lse.data may be NULL */
   flashgen_attention_options options;
+  /* Appended after the first versioned layout (zero: absent). A paged KV cache and per-sequence key counts, as
+   * flashgen::ForwardArgs::block_table and ::seqused_k describe them (flashgen.hpp). */
+  flashgen_tensor block_table; /* int32 (batch, max_pages_per_seq); data NULL: dense k, v */
+  flashgen_tensor seqused_k;   /* int32 (batch,); data NULL: every sequence has seqlen_k keys */
 } flashgen_forward_args;
 
 typedef struct flashgen_backward_args {
@@ -145,8 +150,9 @@ FLASHGEN_API void flashgen_runtime_options_init(flashgen_runtime_options* option
 /* Fill struct_size, null tensors (rank 0), default options and no workspace. */
 FLASHGEN_API void flashgen_forward_args_init(flashgen_forward_args* args);
 FLASHGEN_API void flashgen_backward_args_init(flashgen_backward_args* args);
-/* Fills a contiguous (row-major) view of the given shape; rank 4, or 3 for lse (shape[3],
- * stride[3] unused). Any other rank is kept so that the call using the view rejects it. */
+/* Fills a contiguous (row-major) view of the given shape: rank 4 (q, k, v, ...), 3 (lse), 2
+ * (block_table) or 1 (seqused_k); the unused trailing entries are 1. Any other rank is kept
+ * so that the call using the view rejects it. */
 FLASHGEN_API void flashgen_tensor_contiguous(flashgen_tensor* t, void* data, flashgen_dtype dtype, int32_t device,
                                              int32_t rank, const int64_t* shape);
 

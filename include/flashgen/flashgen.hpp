@@ -62,6 +62,20 @@ struct ForwardArgs {
   Tensor o;        // output, like q
   Tensor lse;      // output, fp32 (batch, heads_q, seqlen_q); data may be null if not wanted
   AttentionOptions options;
+
+  // KV cache (optional; data null: absent). Forward only, any seqlen_q.
+  // block_table: a paged cache. k and v are then pages (num_pages, page_size, heads_kv,
+  // head_dim), any page_size >= 1, and block_table int32 (batch, max_pages_per_seq), last
+  // dimension contiguous, lists each sequence's pages: key j of sequence b is row
+  // j % page_size of page block_table[b][j / page_size]. seqlen_k is max_pages_per_seq *
+  // page_size. Entries past a sequence's keys are never read; on the GPU an entry outside
+  // [0, num_pages) reads page 0 or num_pages - 1 instead of memory it does not own.
+  Tensor block_table = {};  // (= {}: aggregate initialisations that stop before it need not name it)
+  // seqused_k: int32 (batch,): sequence b attends to its first seqused_k[b] keys (clamped to
+  // [0, seqlen_k] on the GPU; outside it is invalid_argument on the CPU), and causal and
+  // window masks align to that count (bottom-right). A sequence with no key gets o = 0 and
+  // lse = -inf. Read on the device by the kernels: the call stays CUDA-graph safe.
+  Tensor seqused_k = {};
 };
 
 // Logit range. The backward, like FlashAttention's, recomputes P = exp(s - lse) from the

@@ -33,7 +33,8 @@ class Error : public std::runtime_error {
   Status status_;
 };
 
-enum class DType : int { f32 = 0, f16 = 1, bf16 = 2 };
+// Element types. i32 is for index tensors only (a paged cache's block_table, seqused_k).
+enum class DType : int { f32 = 0, f16 = 1, bf16 = 2, i32 = 3 };
 const char* to_string(DType t);
 std::size_t size_of(DType t);
 

@@ -27,6 +27,7 @@ class DType(enum.IntEnum):
     F32 = 0
     F16 = 1
     BF16 = 2
+    I32 = 3  # index tensors only (block_table, seqused_k)
 
 
 class Tensor(ctypes.Structure):
@@ -69,6 +70,8 @@ class ForwardArgs(_Versioned):
         ("o", Tensor),
         ("lse", Tensor),
         ("options", AttentionOptions),
+        ("block_table", Tensor),  # KV cache (data NULL: absent)
+        ("seqused_k", Tensor),
     ]
 
 
@@ -172,10 +175,16 @@ def tensor(name, data_ptr, dtype, device, shape, strides):
     return t
 
 
-def forward_args(view, options, *, q, k, v, o, lse):
-    """flashgen_forward_args over caller-owned arrays; view(name, array) makes each flashgen_tensor."""
-    return ForwardArgs(q=view("q", q), k=view("k", k), v=view("v", v), o=view("o", o), lse=view("lse", lse),
+def forward_args(view, options, *, q, k, v, o, lse, block_table=None, seqused_k=None):
+    """flashgen_forward_args over caller-owned arrays; view(name, array) makes each flashgen_tensor
+    (block_table and seqused_k: None for absent)."""
+    args = ForwardArgs(q=view("q", q), k=view("k", k), v=view("v", v), o=view("o", o), lse=view("lse", lse),
                        options=options)
+    if block_table is not None:
+        args.block_table = view("block_table", block_table)
+    if seqused_k is not None:
+        args.seqused_k = view("seqused_k", seqused_k)
+    return args
 
 
 def backward_args(view, options, *, q, k, v, o, lse, dout, dq, dk, dv):

@@ -7,11 +7,10 @@ does not do is refused with a clear error rather than ignored: dropout (dropout_
 0), ALiBi (alibi_slopes must be None) and returning the attention probabilities
 (return_attn_probs must be False).
 
-flash_attn_with_kvcache runs on a contiguous cache with one length for the whole batch
-(cache_seqlens None or an int): the new k, v are written into the cache in place and the
-attention reads its first cache_seqlens + seqlen_new positions through views, so a decode
-step (seqlen_q 1..16) takes flashgen's split-KV kernels. Per-sequence lengths (a tensor),
-paged caches (block_table), rotary embedding, cache_batch_idx, cache_leftpad and a forced
+flash_attn_with_kvcache takes contiguous and paged caches (block_table, any page size) with
+one length for the batch (cache_seqlens an int) or per-sequence lengths (an int32 tensor):
+the new k, v are written into the cache in place and the split-KV kernels read the lengths
+and pages on the device. Rotary embedding, cache_batch_idx, cache_leftpad and a forced
 num_splits are refused until flashgen has them.
 """
 from .torch_op import attention
@@ -109,16 +108,22 @@ def flash_attn_with_kvcache(
     num_splits=0,
     return_softmax_lse=False,
 ):
-    """q: (batch, seqlen_q, heads, head_dim); k_cache, v_cache: (batch, seqlen_cache, heads_kv,
-    head_dim). k, v (batch, seqlen_new, heads_kv, head_dim), if given, are written into the
-    caches at positions cache_seqlens.. (in place), then q attends to the first
-    cache_seqlens + seqlen_new positions (causal aligned bottom-right to them). cache_seqlens:
-    None (the whole cache) or an int. Returns out, or (out, softmax_lse) with
+    """q: (batch, seqlen_q, heads, head_dim). k_cache, v_cache: (batch, seqlen_cache, heads_kv,
+    head_dim), or with block_table (int32 (batch, max_pages_per_seq)) pages (num_pages, page_size,
+    heads_kv, head_dim) of any page_size. cache_seqlens: None (the whole cache), an int, or an
+    int32 tensor (batch,) of per-sequence lengths. k, v (batch, seqlen_new, heads_kv, head_dim),
+    if given, are written into the caches at positions cache_seqlens.. (in place), then q
+    attends to the first cache_seqlens + seqlen_new positions of each sequence (causal aligned
+    bottom-right to them). Forward only. Returns out, or (out, softmax_lse) with
     return_softmax_lse, like flash_attn_with_kvcache."""
+    import torch
+
+    from .torch_op import kv_cache_forward
+
     refused = {  # argument: (value, what flashgen does not have yet)
         "rotary_cos": (rotary_cos, "rotary embedding"), "rotary_sin": (rotary_sin, "rotary embedding"),
         "cache_batch_idx": (cache_batch_idx, "cache_batch_idx"), "cache_leftpad": (cache_leftpad, "cache_leftpad"),
-        "block_table": (block_table, "paged KV cache"), "alibi_slopes": (alibi_slopes, "ALiBi bias"),
+        "alibi_slopes": (alibi_slopes, "ALiBi bias"),
     }
     for name, (value, feature) in refused.items():
         if value is not None:
@@ -130,29 +135,65 @@ def flash_attn_with_kvcache(
         raise ValueError("k, v: one is set, expected both or neither (the new keys and values to append)")
     if k_cache.dim() != 4 or v_cache.shape != k_cache.shape:
         raise ValueError(f"k_cache, v_cache: shapes are {tuple(k_cache.shape)} and {tuple(v_cache.shape)}, expected "
-                         "one (batch, seqlen_cache, heads_kv, head_dim)")
-    capacity = k_cache.size(1)
+                         "one (batch, seqlen_cache, heads_kv, head_dim) or, paged, (num_pages, page_size, heads_kv, "
+                         "head_dim)")
+    paged = block_table is not None
+    if paged and (block_table.dim() != 2 or block_table.dtype != torch.int32):
+        raise ValueError(f"block_table: is {block_table.dtype} of shape {tuple(block_table.shape)}, expected int32 "
+                         "(batch, max_pages_per_seq)")
+    page_size = k_cache.size(1)
+    capacity = block_table.size(1) * page_size if paged else k_cache.size(1)
+    batch = q.size(0)
+    new = 0 if k is None else k.size(1)
     if cache_seqlens is None and k is not None:
-        raise ValueError("cache_seqlens: is None with k, v given, expected the int position to append them at")
-    if cache_seqlens is None:
+        raise ValueError("cache_seqlens: is None with k, v given, expected the position(s) to append them at")
+    per_sequence = isinstance(cache_seqlens, torch.Tensor)
+    if per_sequence:
+        if cache_seqlens.dtype != torch.int32 or cache_seqlens.shape != (batch,):
+            raise ValueError(f"cache_seqlens: is {cache_seqlens.dtype} of shape {tuple(cache_seqlens.shape)}, "
+                             f"expected int32 ({batch},) or an int")
+        length = None
+    elif cache_seqlens is None:
         length = capacity
     elif isinstance(cache_seqlens, int) and not isinstance(cache_seqlens, bool):
         length = cache_seqlens
+        if not 0 <= length <= capacity - new:
+            raise ValueError(f"cache_seqlens: is {length}, expected 0..{capacity - new} (the cache holds {capacity} "
+                             f"positions and {new} new ones are appended)")
     else:
-        raise ValueError("cache_seqlens: is a " + type(cache_seqlens).__name__ + ", expected None or an int (one "
-                         "length for the batch; per-sequence lengths are not supported yet)")
-    new = 0 if k is None else k.size(1)
-    if not 0 <= length <= capacity - new:
-        raise ValueError(f"cache_seqlens: is {length}, expected 0..{capacity - new} (the cache holds {capacity} "
-                         f"positions and {new} new ones are appended)")
+        raise ValueError("cache_seqlens: is a " + type(cache_seqlens).__name__ + ", expected None, an int or an "
+                         "int32 tensor (batch,)")
     if k is not None:
-        if k.dim() != 4 or k.shape != v.shape or k.shape[0] != k_cache.shape[0] or k.shape[2:] != k_cache.shape[2:]:
-            raise ValueError(f"k, v: shapes are {tuple(k.shape)} and {tuple(v.shape)}, expected (batch, seqlen_new, "
+        if k.dim() != 4 or k.shape != v.shape or k.shape[0] != batch or k.shape[2:] != k_cache.shape[2:]:
+            raise ValueError(f"k, v: shapes are {tuple(k.shape)} and {tuple(v.shape)}, expected ({batch}, seqlen_new, "
                              f"{k_cache.size(2)}, {k_cache.size(3)}) like the caches")
-        k_cache[:, length:length + new].copy_(k)
-        v_cache[:, length:length + new].copy_(v)
-    end = length + new
-    if end == 0:
-        raise ValueError("cache_seqlens: 0 with nothing appended, expected at least one key to attend to")
-    return attention(q, k_cache[:, :end], v_cache[:, :end], softmax_scale=softmax_scale, causal=causal,
-                     window_size=window_size, softcap=softcap, return_lse=return_softmax_lse)
+    if not paged and not per_sequence:  # the dense cache with one length: views of it
+        if k is not None:
+            k_cache[:, length:length + new].copy_(k)
+            v_cache[:, length:length + new].copy_(v)
+        end = length + new
+        if end == 0:
+            raise ValueError("cache_seqlens: 0 with nothing appended, expected at least one key to attend to")
+        return attention(q, k_cache[:, :end], v_cache[:, :end], softmax_scale=softmax_scale, causal=causal,
+                         window_size=window_size, softcap=softcap, return_lse=return_softmax_lse)
+
+    # Per-sequence lengths or a paged cache: the kernels read the lengths (and the pages) on
+    # the device. Appended rows land at positions start[b] + i; a position past the cache is
+    # the caller's error (as in FlashAttention) and is clamped to its last slot, never written
+    # outside the cache.
+    start = (cache_seqlens if per_sequence else torch.full((batch,), length, dtype=torch.int32, device=q.device))
+    if k is not None:
+        pos = (start.to(torch.int64)[:, None] + torch.arange(new, device=q.device)[None, :]).clamp_(0, capacity - 1)
+        if paged:
+            pages = block_table.to(torch.int64).gather(1, pos // page_size).clamp_(0, k_cache.size(0) - 1)
+            rows = pos % page_size
+            k_cache[pages, rows] = k
+            v_cache[pages, rows] = v
+        else:
+            seqs = torch.arange(batch, device=q.device)[:, None].expand(batch, new)
+            k_cache[seqs, pos] = k
+            v_cache[seqs, pos] = v
+    seqused = (start + new).to(torch.int32) if (per_sequence or new or length != capacity) else None
+    o, lse = kv_cache_forward(q, k_cache, v_cache, block_table=block_table, seqused_k=seqused,
+                              softmax_scale=softmax_scale, causal=causal, window_size=window_size, softcap=softcap)
+    return (o, lse) if return_softmax_lse else o

@@ -41,6 +41,17 @@ def _view(name, t):
     return _capi.tensor(name, t.data_ptr(), code, device, t.shape, strides)
 
 
+def _index_view(name, t, like):
+    """A flashgen_tensor borrowing int32 index tensor `t` (block_table, seqused_k) on `like`'s device."""
+    if t.dtype != torch.int32:
+        raise TypeError(f"{name}: dtype is {t.dtype}, expected torch.int32")
+    if t.device != like.device:
+        raise ValueError(f"{name}: device is {t.device}, expected {like.device} like q")
+    strides = [s if n > 1 else 1 for n, s in zip(t.shape, t.stride())]  # size-1 dims: any stride is fine
+    device = _capi.CPU if t.device.type == "cpu" else t.device.index
+    return _capi.tensor(name, t.data_ptr(), _capi.DType.I32, device, t.shape, strides)
+
+
 def _check_dtypes(**tensors):
     """Each dtype is one flashgen takes, and all are the first one's."""
     names = list(tensors)
@@ -247,6 +258,38 @@ if HAS_CUSTOM_OP:
 else:
     forward_op, backward_op = _forward, _backward  # plain functions: eager calls into the library
     _attention = AttentionFunction.apply
+
+
+def kv_cache_forward(q, k_cache, v_cache, block_table=None, seqused_k=None, softmax_scale=None, causal=False,
+                     window_size=(-1, -1), softcap=0.0):
+    """Attention of q over a KV cache, forward only (inference): returns (o, lse).
+
+    q: (batch, seqlen_q, heads_q, head_dim). Dense cache: k_cache, v_cache (batch, seqlen_k,
+    heads_kv, head_dim). Paged cache: k_cache, v_cache (num_pages, page_size, heads_kv, head_dim),
+    any page_size >= 1, and block_table int32 (batch, max_pages_per_seq) naming each sequence's
+    pages in order. seqused_k: int32 (batch,), sequence b attends to its first seqused_k[b] keys
+    (default: all), with causal and window aligned bottom-right to that count. Read on the GPU:
+    no synchronisation, CUDA-graph safe.
+    """
+    if softmax_scale is not None and not (math.isfinite(softmax_scale) and softmax_scale > 0):
+        raise ValueError(f"softmax_scale: is {softmax_scale}, expected a finite value > 0 (or None for 1/sqrt(head_dim))")
+    q, k_cache, v_cache = _readable(q), _readable(k_cache), _readable(v_cache)
+    _check_dtypes(q=q, k_cache=k_cache, v_cache=v_cache)
+    o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    lse = torch.empty(_lse_shape(q), dtype=torch.float32, device=q.device)
+    window_left, window_right = window_size
+    options = _options(0.0 if softmax_scale is None else softmax_scale, causal, window_left, window_right, softcap, False)
+    names = {"k": "k_cache", "v": "v_cache"}
+
+    def view(name, t):
+        if name in ("block_table", "seqused_k"):
+            return _index_view(name, t, q)
+        return _view(names.get(name, name), t)
+
+    args = _capi.forward_args(view, options, q=q, k=k_cache, v=v_cache, o=o, lse=lse, block_table=block_table,
+                              seqused_k=seqused_k)
+    _library.check(_library.library().flashgen_forward(_library.runtime(), ctypes.byref(args), _stream(q)))
+    return o, lse
 
 
 def attention(

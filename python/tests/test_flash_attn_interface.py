@@ -87,11 +87,51 @@ class FlashAttnInterfaceTest(unittest.TestCase):
                 o = fai.flash_attn_with_kvcache(q, k_cache, v_cache, window_size=(10, 0))
                 self.check(o, q, k_cache, v_cache, window_size=(10, 0))
 
+    def test_kvcache_paged_and_per_sequence_lengths(self):
+        """A paged cache (pages shuffled, page sizes 1, 5 and 16) and per-sequence lengths: the new rows
+        land at each sequence's position, in its pages, and q attends to its first lengths + new keys."""
+        g = torch.Generator().manual_seed(11)
+        for device in self.devices:
+            dtype = torch.float32 if device == "cpu" else torch.bfloat16
+            for page in (1, 5, 16):
+                with self.subTest(device=device, page=page):
+                    batch, capacity, new = 3, 40, 2
+                    lengths = torch.tensor([0, 17, 38], dtype=torch.int32)
+                    dense_k, dense_v = (self.randn(batch, capacity, 2, 32, device=device, dtype=dtype) for _ in range(2))
+                    k_new, v_new = (self.randn(batch, new, 2, 32, device=device, dtype=dtype) for _ in range(2))
+                    q = self.randn(batch, new, 4, 32, device=device, dtype=dtype)
+                    pages = -(-capacity // page)
+                    order = torch.randperm(batch * pages + 2, generator=g)
+                    table = order[:batch * pages].view(batch, pages).to(torch.int32)
+                    k_cache = torch.full((batch * pages + 2, page, 2, 32), float("nan"), device=device, dtype=dtype)
+                    v_cache = k_cache.clone()
+                    for b in range(batch):
+                        for j in range(capacity):
+                            k_cache[table[b, j // page], j % page] = dense_k[b, j]
+                            v_cache[table[b, j // page], j % page] = dense_v[b, j]
+                    o = fai.flash_attn_with_kvcache(q, k_cache, v_cache, k_new, v_new,
+                                                    cache_seqlens=lengths.to(device), block_table=table.to(device),
+                                                    causal=True)
+                    for b in range(batch):
+                        n = int(lengths[b])
+                        keys = torch.cat([dense_k[b, :n], k_new[b]])[None]
+                        values = torch.cat([dense_v[b, :n], v_new[b]])[None]
+                        for j in range(new):  # the appended rows, in the sequence's pages
+                            self.assertTrue(torch.equal(k_cache[table[b, (n + j) // page], (n + j) % page], k_new[b, j]))
+                        self.check(o[b:b + 1], q[b:b + 1], keys, values, causal=True)
+                    # Dense cache, per-sequence lengths, nothing appended: the first lengths[b] keys.
+                    used = torch.tensor([1, 17, 40], dtype=torch.int32)
+                    o = fai.flash_attn_with_kvcache(q, dense_k, dense_v, cache_seqlens=used.to(device))
+                    for b in range(batch):
+                        n = int(used[b])
+                        self.check(o[b:b + 1], q[b:b + 1], dense_k[b:b + 1, :n], dense_v[b:b + 1, :n])
+
     def test_kvcache_refuses_what_flashgen_does_not_do(self):
         q, kc = self.randn(1, 1, 2, 32), self.randn(1, 16, 1, 32)
         cases = [
-            ({"cache_seqlens": torch.tensor([4], dtype=torch.int32)}, r"cache_seqlens: is a Tensor, expected None or an int"),
-            ({"block_table": torch.zeros(1, 1, dtype=torch.int32)}, r"block_table: is set, expected None \(flashgen has no paged"),
+            ({"cache_seqlens": torch.tensor([4], dtype=torch.int64)}, r"cache_seqlens: is torch.int64 of shape \(1,\), expected int32"),
+            ({"cache_seqlens": 2.0}, r"cache_seqlens: is a float, expected None, an int or an int32 tensor"),
+            ({"block_table": torch.zeros(1, 1, dtype=torch.int64)}, r"block_table: is torch.int64 of shape \(1, 1\), expected int32"),
             ({"rotary_cos": torch.ones(16, 16)}, r"rotary_cos: is set, expected None"),
             ({"num_splits": 2}, r"num_splits: is 2, expected 0"),
             ({"k": self.randn(1, 1, 1, 32), "cache_seqlens": 3}, r"k, v: one is set, expected both or neither"),

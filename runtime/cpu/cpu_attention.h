@@ -22,6 +22,10 @@ struct TileConfig {
 // f32, f16 or bf16 (each tensor in its own dtype); lse is fp32. Results do not depend
 // on `threads`: every output element is written by exactly one task.
 void tiled_forward(const ForwardArgs& args, const Problem& p, int threads, TileConfig tiles = {});
+// A forward over a KV cache (p.kv_cache(): block_table and/or seqused_k): per sequence, its
+// keys gathered from the pages into a dense copy, then tiled_forward. Invalid block-table
+// entries or key counts (readable here) are invalid_argument.
+void kv_cache_forward(const ForwardArgs& args, const Problem& p, int threads);
 void tiled_backward(const BackwardArgs& args, const Problem& p, int threads, TileConfig tiles = {});
 
 // The oracle: S and P of each head materialised and computed in fp64 from the inputs

@@ -67,6 +67,7 @@ inline float load_float(const void* data, DType t, std::int64_t index) {
     case DType::bf16:
       return bf16_bits_to_float(static_cast<const std::uint16_t*>(data)[index]);
     case DType::f32:
+    case DType::i32:  // index tensors never hold attention values
       break;
   }
   return static_cast<const float*>(data)[index];
@@ -81,6 +82,7 @@ inline void store_float(void* data, DType t, std::int64_t index, float x) {
       static_cast<std::uint16_t*>(data)[index] = float_to_bf16_bits(x);
       return;
     case DType::f32:
+    case DType::i32:  // index tensors never hold attention values
       break;
   }
   static_cast<float*>(data)[index] = x;
@@ -94,6 +96,7 @@ inline float round_to(DType t, float x) {
     case DType::bf16:
       return bf16_bits_to_float(float_to_bf16_bits(x));
     case DType::f32:
+    case DType::i32:  // index tensors never hold attention values
       break;
   }
   return x;
@@ -107,6 +110,7 @@ constexpr double unit_roundoff(DType t) {
     case DType::bf16:
       return 0x1p-8;
     case DType::f32:
+    case DType::i32:  // index tensors never hold attention values
       break;
   }
   return 0x1p-24;

@@ -1,7 +1,7 @@
 // Where a (batch, head) slice of each tensor starts and which sequence lengths it has:
 // the one place that turns the parameter block's strides into addresses. Dense batches
-// today; per-sequence offsets (cu_seqlens) and page tables are other offsets types with
-// the same interface.
+// here; a KV cache's key counts and pages are KvCacheOffsets (attention/kv_cache_offsets.cuh),
+// per-sequence offsets (cu_seqlens) another offsets type with the same interface.
 #pragma once
 
 #include "arch/types.cuh"
@@ -41,7 +41,7 @@ class DenseOffsets {
     return (static_cast<i64>(b_) * p_.heads_q + h) * p_.seqlen_q_rounded;
   }
 
- private:
+ protected:
   const FlashAttentionParams& p_;
   int b_;
 };

@@ -5,7 +5,7 @@
 #pragma once
 
 #include "arch/grid_dependency.cuh"
-#include "attention/offsets.cuh"
+#include "attention/kv_cache_offsets.cuh"
 #include "attention/packed_rows.cuh"
 #include "attention/softmax.cuh"
 #include "attention/visibility.cuh"
@@ -31,7 +31,7 @@ struct FwdSplitKvKernel {
     using Pipeline = typename Mainloop::Pipeline;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int group = p.heads_q / p.heads_kv;
-    const DenseOffsets off(p, w.batch);
+    const typename Mainloop::Offsets off(p, w.batch);
     const PackedRows packed{group, w.head_kv * group};
     const int r0 = w.m_block * Cfg::kBlockM;
     const int rows_q = min(Cfg::kBlockM, off.seqlen_q() * group - r0);

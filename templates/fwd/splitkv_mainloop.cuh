@@ -9,7 +9,7 @@
 // (KernelSpec::decode_warp_rows() is the host's side of the split).
 #pragma once
 
-#include "attention/offsets.cuh"
+#include "attention/kv_cache_offsets.cuh"
 #include "attention/packed_rows.cuh"
 #include "attention/softcap.cuh"
 #include "attention/softmax.cuh"
@@ -23,6 +23,7 @@ namespace flash {
 
 template <class Cfg>
 struct FwdSplitKvMainloop {
+  using Offsets = KvCacheOffsets<Cfg::kPaged>;
   static_assert(!Cfg::kWgmma, "mma.sync: each warp multiplies all rows of the tile by its slice of keys");
   static constexpr int kKeySlices = Cfg::kWarps < Cfg::kBlockN / 16 ? Cfg::kWarps : Cfg::kBlockN / 16;
   static constexpr int kRowGroups = Cfg::kWarps / kKeySlices;
@@ -72,12 +73,13 @@ struct FwdSplitKvMainloop {
   using Accumulator = float[kRT][kDT][4];
 
   u32 s_q, s_kv;
-  const u16 *k, *v;
+  const u16 *k, *v;  // dense caches: row 0 of the KV head
+  int h_kv;
   int pos[kRT][2];  // query positions of this thread's C-fragment rows (the mask's rows)
 
-  __device__ __forceinline__ FwdSplitKvMainloop(const DenseOffsets& off, u32 smem, const PackedRows& packed, int h_kv,
+  __device__ __forceinline__ FwdSplitKvMainloop(const Offsets& off, u32 smem, const PackedRows& packed, int h_kv,
                                                 int r0, int warp, int lane)
-      : s_q(smem), s_kv(smem + Layout::Q::kBytes), k(off.k(h_kv, 0)), v(off.v(h_kv, 0)) {
+      : s_q(smem), s_kv(smem + Layout::Q::kBytes), k(off.k(h_kv, 0)), v(off.v(h_kv, 0)), h_kv(h_kv) {
 #pragma unroll
     for (int mt = 0; mt < kRT; ++mt)
 #pragma unroll
@@ -85,19 +87,31 @@ struct FwdSplitKvMainloop {
   }
 
   // Producer: the tile's rows r0.. (rows_q of them), gathered from their heads and positions.
-  __device__ __forceinline__ void load_q(const FlashAttentionParams& p, const DenseOffsets& off,
+  __device__ __forceinline__ void load_q(const FlashAttentionParams& p, const Offsets& off,
                                          const PackedRows& packed, int r0, int rows_q, int tid) const {
     load_rows<typename Layout::Q, Cfg::kThreads, Cfg::kHeadDim, Cfg::kVecLoad>(
         s_q, [&](int r) { return off.q(packed.head(r0 + r), packed.position(r0 + r)); }, rows_q, tid);
     cp_async_commit();
   }
 
-  // Producer: K/V tile n_block into `stage` (all threads).
-  __device__ __forceinline__ void load_kv(const FlashAttentionParams& p, const DenseOffsets& off, int n_block,
+  // Producer: K/V tile n_block into `stage` (all threads). A paged cache gathers the tile's
+  // rows from their pages; rows past the keys are zero-filled and name no page.
+  __device__ __forceinline__ void load_kv(const FlashAttentionParams& p, const Offsets& off, int n_block,
                                           int stage, int tid) const {
     const int n0 = n_block * Cfg::kBlockN;
-    load_kv_tiles<typename Layout::KV, Cfg::kThreads, Cfg::kHeadDim, Cfg::kVecLoad>(
-        s_kv + stage * Layout::kStageBytes, k, p.k_stride.row, v, p.v_stride.row, n0, off.seqlen_k() - n0, tid);
+    const int rows_valid = off.seqlen_k() - n0;
+    const u32 s_k = s_kv + stage * Layout::kStageBytes;
+    if constexpr (Cfg::kPaged) {
+      using KV = typename Layout::KV;
+      const int last = rows_valid - 1;
+      load_rows<KV, Cfg::kThreads, Cfg::kHeadDim, Cfg::kVecLoad>(
+          s_k, [&](int r) { return off.k_row(h_kv, n0 + min(r, last)); }, rows_valid, tid);
+      load_rows<KV, Cfg::kThreads, Cfg::kHeadDim, Cfg::kVecLoad>(
+          s_k + KV::kBytes, [&](int r) { return off.v_row(h_kv, n0 + min(r, last)); }, rows_valid, tid);
+    } else {
+      load_kv_tiles<typename Layout::KV, Cfg::kThreads, Cfg::kHeadDim, Cfg::kVecLoad>(
+          s_k, k, p.k_stride.row, v, p.v_stride.row, n0, rows_valid, tid);
+    }
   }
 
   // Consumer: the warp's slice of K/V tile n_block (in `stage`) folded into its O and ledger.

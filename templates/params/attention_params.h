@@ -67,6 +67,18 @@ struct FlashAttentionParams {
   // columns; filled only for the warp-specialised kernels (KernelSpec::warp_specialized):
   // the forward's q, k, v, o, the dK/dV kernel's q, k, v, dout.
   FlashTensorMap tma_q, tma_k, tma_v, tma_o, tma_do;
+
+  // KV cache (the split-KV forward; attention/kv_cache_offsets.cuh). With per-sequence key
+  // counts (seqused_k non-null) sequence b has min(max(seqused_k[b], 0), seqlen_k) keys. A
+  // paged cache (kernels with kPaged): k and v are num_pages pages of page_size rows,
+  // k_stride.batch (v_stride.batch) apart, and key j of sequence b is row j % page_size of
+  // page block_table[b * block_table_stride + j / page_size]. seqlen_k is then the table's
+  // width times page_size. (Appended: the fields above keep their offsets in every kernel.)
+  const int* seqused_k;
+  const int* block_table;
+  long long block_table_stride;
+  int page_size;
+  int num_pages;
 };
 
 #endif

@@ -174,7 +174,9 @@ TEST_F(CApiCall, VersionedArgsCheckStructSize) {
   flashgen_forward_args args = to_c_forward(call);
   EXPECT_EQ(args.struct_size, sizeof args);
 
-  for (std::size_t size : {std::size_t{0}, sizeof args - 8, sizeof args + 4096}) {
+  // The first versioned layout ended after options; block_table and seqused_k came after it.
+  constexpr std::size_t kFirstForwardLayout = offsetof(flashgen_forward_args, options) + sizeof(flashgen_attention_options);
+  for (std::size_t size : {std::size_t{0}, kFirstForwardLayout - 8, sizeof args + 4096}) {
     flashgen_forward_args bad = args;
     bad.struct_size = size;
     EXPECT_EQ(flashgen_forward(runtime_, &bad, nullptr), FLASHGEN_ERROR_INVALID_ARGUMENT) << size;
@@ -187,6 +189,17 @@ TEST_F(CApiCall, VersionedArgsCheckStructSize) {
   ASSERT_EQ(flashgen_forward(runtime_, &args, nullptr), FLASHGEN_OK) << flashgen_last_error();
   const std::vector<float> expected(static_cast<const float*>(call.o.data),
                                     static_cast<const float*>(call.o.data) + call.o.numel());
+  // An older caller's struct (the first layout): the fields after it are absent, whatever
+  // follows it in memory.
+  {
+    flashgen_forward_args older = args;
+    older.struct_size = kFirstForwardLayout;
+    std::memset(&older.block_table, 0xff, sizeof older.block_table);
+    std::memset(&older.seqused_k, 0xff, sizeof older.seqused_k);
+    std::fill_n(static_cast<float*>(call.o.data), call.o.numel(), std::nanf(""));
+    ASSERT_EQ(flashgen_forward(runtime_, &older, nullptr), FLASHGEN_OK) << flashgen_last_error();
+    EXPECT_EQ(0, std::memcmp(expected.data(), call.o.data, expected.size() * sizeof(float)));
+  }
   std::vector<unsigned char> newer(sizeof args + 64, 0);
   std::memcpy(newer.data(), &args, sizeof args);
   const std::size_t newer_size = newer.size();

@@ -125,7 +125,7 @@ TEST(SpecFields, KeepsTheEstablishedSpellings) {
             "{\"arch\":\"sm_90\",\"block_m\":64,\"block_n\":32,\"causal\":false,\"deterministic\":true,\"dtype\":"
             "\"fp16\",\"dynamic_shared_bytes\":" +
                 std::to_string(b.shared_memory_bytes()) +
-                ",\"head_dim\":59,\"pass\":\"bwd_dq\",\"softcap\":true,\"stages\":2,\"uri\":\"" + b.uri() +
+                ",\"head_dim\":59,\"paged\":false,\"pass\":\"bwd_dq\",\"softcap\":true,\"stages\":2,\"uri\":\"" + b.uri() +
                 "\",\"warps\":4,\"window\":true}");
 
   ProblemKey p;
@@ -150,7 +150,7 @@ TEST(SpecFields, DeviceConstantsComeFromTheTable) {
   EXPECT_THAT(lines, ::testing::ElementsAre("int kHeadDim = 96", "bool kIsBf16 = false", "int kBlockM = 128",
                                             "int kBlockN = 32", "int kWarps = 4", "int kStages = 2",
                                             "bool kCausal = false", "bool kWindow = false", "bool kSoftcap = true",
-                                            "bool kDeterministic = false"));
+                                            "bool kDeterministic = false", "bool kPaged = false"));
   for (const DeviceConstant& c : device_constants(s)) EXPECT_FALSE(c.doc.empty()) << c.name;
 }
 

@@ -1,0 +1,218 @@
+// The split-KV forward over a KV cache on the GPU (ForwardArgs::block_table, ::seqused_k)
+// against the fp64 oracle one sequence at a time (tests/cpu/kv_cache_reference.h), with
+// FlashAttention's rule: paged caches of page sizes 1..256 (odd ones too) with pages in
+// random order, rows no sequence owns poisoned with NaN, per-sequence key counts (0, 1,
+// ragged, full), decode and prefill-length queries, GQA, causal, window, softcap. The
+// CPU backend runs the same case and must agree with the oracle too.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "attention_rule.h"
+#include "device_buffer.h"
+#include "flashgen/flashgen.hpp"
+#include "input_precision_reference.h"
+#include "runtime/cpu/dtype_convert.h"
+#include "runtime/cuda_driver.h"
+#include "runtime/validate.h"
+#include "tests/cpu/kv_cache_reference.h"
+
+namespace flashgen::test {
+namespace {
+
+struct KvCase {
+  int head_dim, seqlen_q, capacity, batch, heads_q, heads_kv;
+  int page_size;  // 0: a dense cache
+  // seqused_k given; else every sequence holds `capacity` keys (a multiple of page_size:
+  // without key counts a paged sequence is its whole pages)
+  bool per_sequence;
+  bool causal = false;
+  int window_left = -1, window_right = -1;
+  float softcap = 0.0f;
+  DType dtype = DType::bf16;
+};
+
+std::string name(const KvCase& c) {
+  std::string s = fmt::format("d{}_q{}_cap{}_b{}_h{}x{}_{}", c.head_dim, c.seqlen_q, c.capacity, c.batch, c.heads_q,
+                              c.heads_kv, c.page_size ? fmt::format("page{}", c.page_size) : "dense");
+  if (c.per_sequence) s += "_seqused";
+  if (c.causal) s += "_causal";
+  if (c.window_left >= 0) s += fmt::format("_win{}", c.window_left);
+  if (c.softcap > 0) s += "_softcap";
+  return s + (c.dtype == DType::bf16 ? "_bf16" : "_fp16");
+}
+
+std::vector<std::uint16_t> to_bits(DType t, const std::vector<float>& x) {
+  std::vector<std::uint16_t> out(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i)
+    out[i] = t == DType::bf16 ? cpu::float_to_bf16_bits(x[i]) : cpu::float_to_half_bits(x[i]);
+  return out;
+}
+std::vector<float> from_bits(DType t, const std::vector<std::uint16_t>& x) {
+  std::vector<float> out(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i)
+    out[i] = t == DType::bf16 ? cpu::bf16_bits_to_float(x[i]) : cpu::half_bits_to_float(x[i]);
+  return out;
+}
+std::vector<float> random_values(std::mt19937& rng, std::size_t n, DType t) {
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> out(n);
+  for (float& x : out) x = cpu::round_to(t, dist(rng));
+  return out;
+}
+
+// Host copies of a case's tensors in the dtype's bits; the device ones upload them.
+struct Buffers {
+  std::vector<std::uint16_t> q, k, v;
+  std::vector<std::int32_t> table, used;
+};
+
+class KvCacheGpu : public ::testing::TestWithParam<KvCase> {
+ protected:
+  void SetUp() override {
+    if (!cuda_available()) GTEST_SKIP() << "no CUDA driver or GPU on this machine: the gpu label runs on the GPU machine";
+    ensure_context(0);
+  }
+};
+
+TEST_P(KvCacheGpu, ForwardMatchesTheOracle) {
+  const KvCase c = GetParam();
+  const unsigned seed = std::random_device{}();
+  SCOPED_TRACE(fmt::format("seed {} case {}", seed, name(c)));
+  std::mt19937 rng(seed);
+  const std::int64_t row = static_cast<std::int64_t>(c.heads_kv) * c.head_dim;
+  const std::vector<float> q = random_values(rng, static_cast<std::size_t>(c.batch) * c.seqlen_q * c.heads_q * c.head_dim, c.dtype);
+  const std::vector<float> k = random_values(rng, static_cast<std::size_t>(c.batch * c.capacity * row), c.dtype);
+  const std::vector<float> v = random_values(rng, k.size(), c.dtype);
+  std::vector<int> lengths(c.batch, c.capacity);
+  if (c.per_sequence) {  // 0, 1, full, then ragged counts
+    std::uniform_int_distribution<int> any(1, c.capacity);
+    for (int b = 0; b < c.batch; ++b) lengths[b] = b == 0 ? 0 : b == 1 ? 1 : b == 2 ? c.capacity : any(rng);
+  }
+
+  // The cache as the call sees it: dense, or pages in random order with NaN in rows no
+  // sequence owns (a read of one would poison the row's output).
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  PagedCache paged;
+  std::vector<float> k_call = k, v_call = v;
+  std::array<std::int64_t, 4> kv_shape{c.batch, c.capacity, c.heads_kv, c.head_dim};
+  if (c.page_size > 0) {
+    paged = make_paged_cache(k, v, c.batch, c.capacity, row, lengths, c.page_size, rng, nan);
+    k_call = paged.k;
+    v_call = paged.v;
+    kv_shape = {paged.num_pages, c.page_size, c.heads_kv, c.head_dim};
+  }
+  const std::vector<std::uint16_t> qb = to_bits(c.dtype, q), kb = to_bits(c.dtype, k_call), vb = to_bits(c.dtype, v_call);
+  DeviceBuffer dq(qb.size() * 2), dk(kb.size() * 2), dv(vb.size() * 2), d_o(qb.size() * 2);
+  DeviceBuffer dlse(static_cast<std::size_t>(c.batch) * c.heads_q * c.seqlen_q * 4);
+  DeviceBuffer dtable(std::max<std::size_t>(4, paged.table.size() * 4)), dused(static_cast<std::size_t>(c.batch) * 4);
+  dq.upload(qb.data(), qb.size() * 2);
+  dk.upload(kb.data(), kb.size() * 2);
+  dv.upload(vb.data(), vb.size() * 2);
+  d_o.fill_nan();
+  dlse.fill_nan();
+  if (c.page_size > 0) dtable.upload(paged.table.data(), paged.table.size() * 4);
+  dused.upload(lengths.data(), lengths.size() * 4);
+
+  ForwardArgs a;
+  const std::array<std::int64_t, 4> q_shape{c.batch, c.seqlen_q, c.heads_q, c.head_dim};
+  a.q = Tensor::contiguous(dq.data(), c.dtype, q_shape, 0);
+  a.k = Tensor::contiguous(dk.data(), c.dtype, kv_shape, 0);
+  a.v = Tensor::contiguous(dv.data(), c.dtype, kv_shape, 0);
+  a.o = Tensor::contiguous(d_o.data(), c.dtype, q_shape, 0);
+  a.lse = Tensor::contiguous3(dlse.data(), DType::f32, {c.batch, c.heads_q, c.seqlen_q}, 0);
+  a.options.causal = c.causal;
+  a.options.window_left = c.window_left;
+  a.options.window_right = c.window_right;
+  a.options.softcap = c.softcap;
+  if (c.page_size > 0) {
+    a.block_table = Tensor::contiguous(dtable.data(), DType::i32, {c.batch, paged.max_pages, 1, 1}, 0);
+    a.block_table.rank = 2;
+  }
+  if (c.per_sequence) {
+    a.seqused_k = Tensor::contiguous(dused.data(), DType::i32, {c.batch, 1, 1, 1}, 0);
+    a.seqused_k.rank = 1;
+  }
+  Runtime rt;
+  rt.forward(a);
+  check_cuda(cuda_driver().cuCtxSynchronize(), "cuCtxSynchronize (test)");
+  std::vector<std::uint16_t> ob(qb.size());
+  d_o.download(ob.data(), ob.size() * 2);
+  std::vector<float> lse(static_cast<std::size_t>(c.batch) * c.heads_q * c.seqlen_q);
+  dlse.download(lse.data(), lse.size() * 4);
+
+  // The oracle over the dense cache, sequence by sequence; pt: the same in input precision.
+  Problem p;
+  p.batch = c.batch, p.seqlen_q = c.seqlen_q, p.seqlen_k = c.capacity, p.heads_q = c.heads_q;
+  p.heads_kv = c.heads_kv, p.head_dim = c.head_dim, p.dtype = c.dtype;
+  p.options = a.options;
+  p.options.softmax_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  if (c.causal) p.options.window_right = 0;
+  const int threads = std::max(1u, std::thread::hardware_concurrency());
+  const cpu::Fp64Outputs ref = kv_cache_oracle(p, {q.begin(), q.end()}, {k.begin(), k.end()}, {v.begin(), v.end()},
+                                               lengths, threads);
+  std::vector<float> pt(ref.o.size(), 0.0f);
+  const std::int64_t q_elems = static_cast<std::int64_t>(c.seqlen_q) * c.heads_q * c.head_dim;
+  for (int b = 0; b < c.batch; ++b) {
+    if (lengths[b] == 0) continue;
+    Problem one = p;
+    one.batch = 1;
+    one.seqlen_k = lengths[b];
+    const auto slice = [](const std::vector<float>& x, std::int64_t from, std::int64_t n) {
+      return std::vector<float>(x.begin() + from, x.begin() + from + n);
+    };
+    const std::vector<float> zeros(static_cast<std::size_t>(q_elems), 0.0f);
+    const PtResult r = input_precision_attention(one, slice(q, b * q_elems, q_elems),
+                                                 slice(k, b * c.capacity * row, lengths[b] * row),
+                                                 slice(v, b * c.capacity * row, lengths[b] * row), zeros, threads);
+    std::copy(r.o.begin(), r.o.end(), pt.begin() + b * q_elems);
+  }
+  const double factor = c.softcap > 0 ? 3.0 : 2.0;
+  expect_rule("o", from_bits(c.dtype, ob), ref.o, pt, c.dtype, factor);
+  expect_lse(lse, ref.lse);
+
+  // The CPU backend on the same cache (host copies, fp32 values of the same bits).
+  ForwardArgs h = a;
+  std::vector<float> hq = from_bits(c.dtype, qb), hk = from_bits(c.dtype, kb), hv = from_bits(c.dtype, vb);
+  std::vector<float> ho(hq.size(), nan), hlse(lse.size(), nan);
+  h.q = Tensor::contiguous(hq.data(), DType::f32, q_shape);
+  h.k = Tensor::contiguous(hk.data(), DType::f32, kv_shape);
+  h.v = Tensor::contiguous(hv.data(), DType::f32, kv_shape);
+  h.o = Tensor::contiguous(ho.data(), DType::f32, q_shape);
+  h.lse = Tensor::contiguous3(hlse.data(), DType::f32, {c.batch, c.heads_q, c.seqlen_q});
+  if (c.page_size > 0) h.block_table.data = paged.table.data(), h.block_table.device = kCpu;
+  if (c.per_sequence) h.seqused_k.data = lengths.data(), h.seqused_k.device = kCpu;
+  rt.forward(h);
+  expect_rule("cpu o", ho, ref.o, pt, c.dtype, factor);
+  expect_lse(hlse, ref.lse);
+}
+
+std::vector<KvCase> cases() {
+  return {
+      // Decode over paged caches: page sizes 1, 7, 16, 256; GQA 4:1 and 8:1; split keys.
+      {128, 1, 3000, 5, 32, 8, 16, true},
+      {128, 1, 2049, 4, 8, 1, 256, true, true},
+      {64, 4, 700, 4, 16, 4, 7, true, true, -1, -1, 0.0f, DType::f16},
+      {128, 2, 300, 3, 4, 4, 1, false},
+      {256, 16, 999, 3, 8, 2, 32, true, false, 100, 0, 30.0f},
+      {80, 1, 5000, 3, 6, 2, 64, true, true, -1, -1, 0.0f, DType::f16},
+      // Dense caches with per-sequence key counts.
+      {128, 1, 4099, 4, 32, 8, 0, true},
+      {59, 3, 800, 4, 4, 2, 0, true, true, -1, -1, 0.0f, DType::f16},
+      // Prefill-length queries over a paged cache (the split-KV kernel at any seqlen_q).
+      {128, 100, 600, 3, 4, 2, 16, true, true},
+      {64, 37, 512, 3, 2, 2, 256, false, false, 20, 5, 0.0f, DType::f16},  // whole pages: no seqused_k
+  };
+}
+INSTANTIATE_TEST_SUITE_P(Cases, KvCacheGpu, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<KvCase>& i) { return name(i.param); });
+
+}  // namespace
+}  // namespace flashgen::test
