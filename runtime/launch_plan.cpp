@@ -120,7 +120,9 @@ std::int64_t splitkv_rows(const Problem& p) { return p.batch * p.heads_q * p.seq
 // most kFlashMaxSplits. Measured on the H200 (docs/perf-notes.md, "Split-KV decode"):
 // FlashAttention-2's rule (the fewest splits whose waves are 85 % full) left SMs with one CTA
 // beside SMs with two, 7 % slower at B = 1; a wave model over all resident CTA slots was 2-4 %
-// slower at B = 8.
+// slower at B = 8. A paged kernel balances over the CTA slots instead (SMs x CTAs per SM):
+// its K/V loads wait on a block-table lookup, which one CTA per SM does not hide (B = 1,
+// 256k keys, page 256: 16 splits on 128 SMs ran at 0.84x the contiguous kernel).
 int split_count(const Problem& p, const std::vector<KernelSpec>& specs, int sm_count) {
   const KernelSpec* s = splitkv_of(specs);
   if (s == nullptr) return 1;
@@ -129,12 +131,13 @@ int split_count(const Problem& p, const std::vector<KernelSpec>& specs, int sm_c
   const int per_sm = std::clamp((max_shared_memory(s->arch) + 1024) / (s->shared_memory_bytes() + 1024), 1,
                                 2048 / s->threads());
   if (10 * ctas >= 8 * sms * per_sm) return 1;  // before splitting: 80 % of the slots
+  const std::int64_t units = s->paged ? sms * per_sm : sms;  // what the work is balanced over
   const int tiles = static_cast<int>(blocks(p.seqlen_k, s->block_n));
   const int max_splits = std::clamp(tiles / 2, 1, static_cast<int>(kFlashMaxSplits));
   int best_n = 1;
-  double best = static_cast<double>((ctas + sms - 1) / sms);
+  double best = static_cast<double>((ctas + units - 1) / units);
   for (int n = 2; n <= max_splits; ++n) {
-    const double cost = static_cast<double>((ctas * n + sms - 1) / sms) / n;
+    const double cost = static_cast<double>((ctas * n + units - 1) / units) / n;
     if (cost < 0.95 * best) best = cost, best_n = n;
   }
   // The kernel gives each split ceil(tiles / n) tiles: as many splits as that fills.

@@ -1,7 +1,7 @@
 // The split-KV forward's offsets over a KV cache: q, o and lse as DenseOffsets; the keys of
 // sequence b are its first seqused_k[b] (or seqlen_k) rows, dense or, kPaged, in pages that
 // the block table names (params/attention_params.h, "KV cache"). Key rows are addressed one
-// at a time (k_row, v_row), so the K/V tile loads gather them (tile/copy.cuh load_rows).
+// at a time (kv_rows), so the K/V tile loads gather them (tile/copy.cuh load_kv_row_pairs).
 #pragma once
 
 #include "arch/types.cuh"
@@ -20,23 +20,22 @@ class KvCacheOffsets : public DenseOffsets {
 
   __device__ __forceinline__ int seqlen_k() const { return seqlen_k_; }
 
-  // Row `key` (0 <= key < seqlen_k()) of KV head h_kv of k and of v.
-  __device__ __forceinline__ const u16* k_row(int h_kv, int key) const {
-    return key_row(static_cast<const u16*>(p_.k), p_.k_stride, h_kv, key);
-  }
-  __device__ __forceinline__ const u16* v_row(int h_kv, int key) const {
-    return key_row(static_cast<const u16*>(p_.v), p_.v_stride, h_kv, key);
-  }
-
- private:
-  __device__ __forceinline__ const u16* key_row(const u16* base, const FlashStrides& s, int h_kv, int key) const {
+  struct KvRows {
+    const u16 *k, *v;
+  };
+  // Row `key` (0 <= key < seqlen_k()) of KV head h_kv of k and of v: one page lookup for both.
+  __device__ __forceinline__ KvRows kv_rows(int h_kv, int key) const {
+    const u16* k = static_cast<const u16*>(p_.k);
+    const u16* v = static_cast<const u16*>(p_.v);
     if constexpr (kPaged) {
-      const int slot = key / p_.page_size;
+      const unsigned slot = static_cast<unsigned>(key) / static_cast<unsigned>(p_.page_size);
+      const int row = key - static_cast<int>(slot) * p_.page_size;
       // An entry outside the cache reads its first or last page, never memory it does not own.
-      const int page = min(max(p_.block_table[b_ * p_.block_table_stride + slot], 0), p_.num_pages - 1);
-      return base + page * s.batch + h_kv * s.head + (key - slot * p_.page_size) * s.row;
+      const i64 page = min(max(p_.block_table[b_ * p_.block_table_stride + slot], 0), p_.num_pages - 1);
+      return {k + page * p_.k_stride.batch + h_kv * p_.k_stride.head + row * p_.k_stride.row,
+              v + page * p_.v_stride.batch + h_kv * p_.v_stride.head + row * p_.v_stride.row};
     } else {
-      return rows(base, s, h_kv, key);
+      return {rows(k, p_.k_stride, h_kv, key), rows(v, p_.v_stride, h_kv, key)};
     }
   }
 

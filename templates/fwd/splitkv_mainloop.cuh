@@ -103,11 +103,8 @@ struct FwdSplitKvMainloop {
     const u32 s_k = s_kv + stage * Layout::kStageBytes;
     if constexpr (Cfg::kPaged) {
       using KV = typename Layout::KV;
-      const int last = rows_valid - 1;
-      load_rows<KV, Cfg::kThreads, Cfg::kHeadDim, Cfg::kVecLoad>(
-          s_k, [&](int r) { return off.k_row(h_kv, n0 + min(r, last)); }, rows_valid, tid);
-      load_rows<KV, Cfg::kThreads, Cfg::kHeadDim, Cfg::kVecLoad>(
-          s_k + KV::kBytes, [&](int r) { return off.v_row(h_kv, n0 + min(r, last)); }, rows_valid, tid);
+      load_kv_row_pairs<KV, Cfg::kThreads, Cfg::kHeadDim, Cfg::kVecLoad>(
+          s_k, s_k + KV::kBytes, [&](int r) { return off.kv_rows(h_kv, n0 + r); }, rows_valid, tid);
     } else {
       load_kv_tiles<typename Layout::KV, Cfg::kThreads, Cfg::kHeadDim, Cfg::kVecLoad>(
           s_k, k, p.k_stride.row, v, p.v_stride.row, n0, rows_valid, tid);

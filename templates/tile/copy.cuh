@@ -78,6 +78,37 @@ __device__ __forceinline__ void load_kv_tiles(u32 stage, const u16* k, i64 k_row
   load_tile<KV, kThreads, kCols, kVec>(stage + KV::kBytes, v + n0 * v_row_stride, v_row_stride, rows_valid, tid);
 }
 
+// K and V rows gathered one row at a time (a paged cache): rows(r) gives both rows' first
+// elements {k, v} from one lookup, so the K tile goes to `s_k` and the V tile to `s_v` with
+// the row computed once per chunk pair. Same zero-fill and kVec contract as load_rows.
+template <class KV, int kThreads, int kCols, bool kVec, class RowPair>
+__device__ __forceinline__ void load_kv_row_pairs(u32 s_k, u32 s_v, const RowPair& rows, int rows_valid, int tid) {
+  constexpr int kTotal = KV::kRows * KV::kChunks;
+#pragma unroll
+  for (int it = 0; it < (kTotal + kThreads - 1) / kThreads; ++it) {
+    const int i = tid + it * kThreads;
+    if (kTotal % kThreads != 0 && i >= kTotal) break;
+    const int row = i / KV::kChunks, c = i % KV::kChunks;
+    const auto kv = rows(row < rows_valid ? row : rows_valid - 1);  // past the keys: a valid row, not read
+    const bool valid = row < rows_valid && c * 8 < kCols;
+    if constexpr (kVec) {
+      cp_async16(s_k + KV::chunk(row, c), kv.k + c * 8, valid);
+      cp_async16(s_v + KV::chunk(row, c), kv.v + c * 8, valid);
+    } else {
+      u32 wk[4], wv[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int col = c * 8 + 2 * e;
+        const bool lo_ok = row < rows_valid && col < kCols, hi_ok = row < rows_valid && col + 1 < kCols;
+        wk[e] = (lo_ok ? u32(kv.k[c * 8 + 2 * e]) : 0u) | ((hi_ok ? u32(kv.k[c * 8 + 2 * e + 1]) : 0u) << 16);
+        wv[e] = (lo_ok ? u32(kv.v[c * 8 + 2 * e]) : 0u) | ((hi_ok ? u32(kv.v[c * 8 + 2 * e + 1]) : 0u) << 16);
+      }
+      st_shared_v4(s_k + KV::chunk(row, c), make_uint4(wk[0], wk[1], wk[2], wk[3]));
+      st_shared_v4(s_v + KV::chunk(row, c), make_uint4(wv[0], wv[1], wv[2], wv[3]));
+    }
+  }
+}
+
 // Eight fp32 values rounded to 16 bits by Element into columns c*8.. (c*8 < kCols) of a global
 // row, those below kCols; with kVec (kCols % 8 == 0) one 16-byte store.
 template <class Element, int kCols, bool kVec>
