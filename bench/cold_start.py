@@ -2,7 +2,8 @@
 """Cold start: first-call latency of a new variant's forward and backward, with an empty cache.
 
 Each variant runs in a fresh process with a fresh FLASHGEN_CACHE_DIR (nothing compiled yet,
-nothing in memory), twice: with inputs that require grad (the first forward starts the
+nothing in memory), after a call on CPU tensors that pays what a process pays once (torch's
+first custom-operator dispatch, loading the library; reported apart), twice: with inputs that require grad (the first forward starts the
 backward's compiles beside its own: Runtime::prepare) and with that hint suppressed (the
 backward compiles only when it arrives). Printed per variant: first forward, first backward
 after it, their sum, and a warm forward + backward for scale (ms, wall, synchronised).
@@ -52,6 +53,15 @@ def child(name, prepare):
         torch_op._prepare_once = lambda *args: None
     torch.cuda.synchronize()
 
+    # What the process pays once, whatever the variant: torch's first dispatch of a custom
+    # operator (it imports torch._dynamo, sympy and more: 3-4 s on the GPU machine's fresh
+    # image, whose site-packages have no .pyc yet), loading libflashgen and creating the
+    # runtime. A forward and backward on CPU tensors pays it without compiling any kernel.
+    start = time.perf_counter()
+    tiny = [torch.randn(1, 4, 1, 8, requires_grad=True) for _ in range(3)]
+    flashgen.attention(*tiny).sum().backward()
+    process_once = (time.perf_counter() - start) * 1e3
+
     def timed(fn):
         start = time.perf_counter()
         out = fn()
@@ -65,7 +75,8 @@ def child(name, prepare):
     _, first_bwd = timed(lambda: o.backward(do))
     o, warm_fwd = timed(fwd)
     _, warm_bwd = timed(lambda: o.backward(do))
-    print(json.dumps({"first_fwd_ms": first_fwd, "first_bwd_ms": first_bwd, "warm_ms": warm_fwd + warm_bwd}))
+    print(json.dumps({"first_fwd_ms": first_fwd, "first_bwd_ms": first_bwd, "warm_ms": warm_fwd + warm_bwd,
+                      "process_once_ms": process_once}))
 
 
 def run_gpu(args):
@@ -84,7 +95,8 @@ def run_gpu(args):
             rows.append(r)
             print(f"{name:22s} prepare={int(prepare)}  first fwd {r['first_fwd_ms']:7.0f} ms  first bwd "
                   f"{r['first_bwd_ms']:7.0f} ms  total {r['first_fwd_ms'] + r['first_bwd_ms']:7.0f} ms  "
-                  f"(warm fwd+bwd {r['warm_ms']:.1f} ms)", flush=True)
+                  f"(warm fwd+bwd {r['warm_ms']:.1f} ms; once per process before it: {r['process_once_ms']:.0f} ms)",
+                  flush=True)
     return write(args, {"mode": "gpu", "rows": rows})
 
 
