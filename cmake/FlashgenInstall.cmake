@@ -44,3 +44,7 @@ install(FILES ${PROJECT_BINARY_DIR}/flashgen.pc DESTINATION ${CMAKE_INSTALL_LIBD
 # looks for it (a wheel cannot carry the SONAME links).
 install(FILES $<TARGET_FILE:flashgen_runtime> DESTINATION flashgen RENAME libflashgen.so
         COMPONENT python_wheel EXCLUDE_FROM_ALL)
+# The CLI, self-contained (the runtime linked in: a wheel cannot carry libflashgen.so.0's
+# SONAME link), run by the `flashgen` console script (python/flashgen/_cli.py).
+install(PROGRAMS $<TARGET_FILE:flashgen_cli_wheel> DESTINATION flashgen/_bin RENAME flashgen
+        COMPONENT python_wheel EXCLUDE_FROM_ALL)

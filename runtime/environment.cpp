@@ -36,6 +36,9 @@ constexpr EnvVar kRegistry[] = {
      "path of the libnvrtc.so to compile with, the only one tried; unset: the pip wheels next to the Python "
      "package, $CUDA_HOME/lib64, $CUDA_PATH/lib64, /usr/local/cuda/lib64, the system library path "
      "(NVRTC 12.4+ or 13.x; its version is part of the cache key)"},
+    {"FLASHGEN_NVRTC_PATHS", EnvEffect::neutral, "(unset)",
+     "libnvrtc files, separated by ':', tried (when FLASHGEN_NVRTC is unset) before $CUDA_HOME: the pip wheels' "
+     "NVRTC as the pip-installed `flashgen` command passes them to the CLI"},
     {"FLASHGEN_NVRTC_FLAGS", EnvEffect::invalidates_cache, "(unset)",
      "extra NVRTC options, separated by spaces, appended to every compile"},
     {"FLASHGEN_AUTOTUNE", EnvEffect::neutral, "cached",
@@ -122,6 +125,19 @@ std::vector<std::string> nvrtc_flags_from_env() {
 }
 
 std::optional<std::string> nvrtc_path_from_env() { return env_value("FLASHGEN_NVRTC"); }
+
+std::vector<std::string> nvrtc_paths_from_env() {
+  std::vector<std::string> paths;
+  const std::optional<std::string> value = env_value("FLASHGEN_NVRTC_PATHS");
+  if (!value) return paths;
+  std::size_t start = 0;
+  while (start <= value->size()) {
+    const std::size_t end = std::min(value->find(':', start), value->size());
+    if (end > start) paths.push_back(value->substr(start, end - start));
+    start = end + 1;
+  }
+  return paths;
+}
 
 std::optional<std::string> cuda_toolkit_dir_from_env(std::string_view name) {
   if (name != "CUDA_HOME" && name != "CUDA_PATH")

@@ -52,6 +52,8 @@ std::optional<std::filesystem::path> dump_dir_from_env();
 std::vector<std::string> nvrtc_flags_from_env();
 // FLASHGEN_NVRTC: the libnvrtc file to compile with (runtime/nvrtc_library.h searches the rest).
 std::optional<std::string> nvrtc_path_from_env();
+// FLASHGEN_NVRTC_PATHS split on ':' (empty entries dropped): more libnvrtc files to try.
+std::vector<std::string> nvrtc_paths_from_env();
 // $CUDA_HOME or $CUDA_PATH (`name`): a CUDA toolkit's root, where NVRTC is looked for.
 std::optional<std::string> cuda_toolkit_dir_from_env(std::string_view name);
 // FLASHGEN_AUTOTUNE: off|cached|startup|full.

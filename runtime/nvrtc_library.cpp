@@ -72,6 +72,7 @@ std::string NvrtcLibrary::version() const { return fmt::format("{}.{}", major, m
 NvrtcSearch NvrtcSearch::from_process() {
   NvrtcSearch s;
   s.flashgen_nvrtc = nvrtc_path_from_env();
+  for (std::string& path : nvrtc_paths_from_env()) s.env_paths.push_back({std::move(path), "$FLASHGEN_NVRTC_PATHS"});
   s.cuda_home = cuda_toolkit_dir_from_env("CUDA_HOME");
   s.cuda_path = cuda_toolkit_dir_from_env("CUDA_PATH");
   if (cuda_available()) {
@@ -83,7 +84,8 @@ NvrtcSearch NvrtcSearch::from_process() {
 
 std::vector<NvrtcCandidate> nvrtc_candidates(const NvrtcSearch& search) {
   if (search.flashgen_nvrtc) return {{*search.flashgen_nvrtc, "$FLASHGEN_NVRTC"}};
-  std::vector<NvrtcCandidate> out = search.host;
+  std::vector<NvrtcCandidate> out = search.env_paths;
+  out.insert(out.end(), search.host.begin(), search.host.end());
   const auto toolkit = [&](const std::filesystem::path& root, const std::string& origin) {
     for (const char* name : kNames) out.push_back({(root / "lib64" / name).string(), origin});
   };

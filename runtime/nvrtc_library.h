@@ -45,6 +45,7 @@ struct NvrtcCandidate {
 // What the search depends on, read from the process by from_process(); tests build their own.
 struct NvrtcSearch {
   std::optional<std::string> flashgen_nvrtc;  // $FLASHGEN_NVRTC
+  std::vector<NvrtcCandidate> env_paths;      // $FLASHGEN_NVRTC_PATHS, in order
   std::vector<NvrtcCandidate> host;           // add_nvrtc_candidate, in call order
   std::optional<std::string> cuda_home, cuda_path;
   bool default_locations = true;  // /usr/local/cuda/lib64 and the system search path

@@ -56,6 +56,17 @@ TEST(NvrtcSearch, LooksAtTheHostsFilesThenTheToolkitsThenTheLinkersPath) {
   EXPECT_EQ(nvrtc_candidates(search)[2].origin, "$CUDA_HOME");
 }
 
+TEST(NvrtcSearch, FlashgenNvrtcPathsComeBeforeTheHostsFiles) {
+  NvrtcSearch search;
+  search.env_paths = {{"/venv/nvidia/cu13/lib/libnvrtc.so.13", "$FLASHGEN_NVRTC_PATHS"}};
+  search.host = {{"/pip/cu12/libnvrtc.so.12", "pip cu12"}};
+  search.default_locations = false;
+  const auto candidates = nvrtc_candidates(search);
+  EXPECT_EQ(paths(candidates),
+            (std::vector<std::string>{"/venv/nvidia/cu13/lib/libnvrtc.so.13", "/pip/cu12/libnvrtc.so.12"}));
+  EXPECT_EQ(candidates[0].origin, "$FLASHGEN_NVRTC_PATHS");
+}
+
 TEST(NvrtcSearch, FlashgenNvrtcIsTheOnlyPlaceLookedWhenSet) {
   NvrtcSearch search;
   search.flashgen_nvrtc = "/chosen/libnvrtc.so.12";
@@ -117,6 +128,12 @@ TEST_F(ProcessNvrtc, AFlashgenNvrtcThatIsMissingIsAnErrorNamingItNotAFallback) {
   EXPECT_THAT(message, HasSubstr("/nonexistent/libnvrtc.so.12 ($FLASHGEN_NVRTC): no such file"));
   EXPECT_THAT(message, Not(HasSubstr("/usr/local/cuda")));
   EXPECT_THAT(no_nvrtc_message([] { nvrtc_version(); }), HasSubstr("/nonexistent/libnvrtc.so.12"));
+}
+
+TEST_F(ProcessNvrtc, FlashgenNvrtcPathsAreTriedInOrder) {
+  ScopedEnv paths_env("FLASHGEN_NVRTC_PATHS", std::string("/nonexistent/a.so::") + FAKE_NVRTC_12_4);
+  reset_nvrtc_library_for_testing(std::nullopt);
+  EXPECT_EQ(nvrtc_library().path, FAKE_NVRTC_12_4);
 }
 
 TEST_F(ProcessNvrtc, AFlashgenNvrtcThatLoadsIsTheOneUsed) {

@@ -1,7 +1,7 @@
 #!/bin/sh
-# pip wheel <repo>, the wheel installed into a fresh virtual environment, then the Python
-# tests that need no source tree (numpy API, errors, no CUDA) run against it from outside
-# the tree. Offline-safe: the wheel is built without index or build isolation, so
+# pip wheel <repo>, the wheel installed into a fresh virtual environment, its `flashgen`
+# command run, then the Python tests that need no source tree (numpy API, errors, no CUDA)
+# run against it from outside the tree. Offline-safe: the wheel is built without index or build isolation, so
 # scikit-build-core must already be installed for PYTHON (where it is not, the test says so
 # and is skipped); the venv sees PYTHON's base packages (numpy).
 # Usage: wheel_test.sh PYTHON SOURCE_DIR SCRATCH_DIR
@@ -28,6 +28,11 @@ case "$wheel_library" in
   "$scratch"/venv/*/flashgen/libflashgen.so) echo "installed: $wheel_library" ;;
   *) echo "flashgen loaded $wheel_library, not the wheel's library" >&2; exit 1 ;;
 esac
+
+# The `flashgen` command: the wheel's CLI, found on the venv's PATH, told where pip's NVRTC is.
+"$scratch/venv/bin/flashgen" --version
+"$scratch/venv/bin/flashgen" cache env | grep -q FLASHGEN_NVRTC_PATHS
+[ -x "$(dirname "$wheel_library")/_bin/flashgen" ] || { echo "the wheel carries no flashgen/_bin/flashgen" >&2; exit 1; }
 
 mkdir -p "$scratch/tests"
 for module in support reference test_numpy_forward test_numpy_backward test_errors test_no_cuda; do

@@ -58,8 +58,9 @@ constexpr const char* kStages = R"(Stages (what --emit selects):
              Not part of `all`.
 
 --pass all dumps every kernel of the forward+backward variant: fwd (fwd_splitkv and
-fwd_combine for a decode, --seqlen-q <= 16), bwd_preprocess, bwd_dkdv and bwd_dq_convert
-(bwd_dq with --deterministic), with the tiles the runtime
+fwd_combine for a decode, --seqlen-q <= 16, or a paged cache, --paged, which has no
+backward), bwd_preprocess, bwd_dkdv and bwd_dq_convert (bwd_dq with --deterministic),
+with the tiles the runtime
 picks: the heuristic table or, with --tuning-dir DIR (the runtime's cache directory),
 the autotune winners DIR/autotune.json holds for --device (default: its sole device
 with winners for --arch). The MLIR pass --flash-select-kernels picks by the same code.
@@ -146,6 +147,7 @@ std::vector<KernelSpec> specs_to_dump(const DumpOptions& o, bool schedule = fals
     t.log = default_log_sink();
     const TunedSelection selection(std::move(t));
     std::vector<KernelSpec> specs = selection.select(p, TunedPass::forward);
+    if (p.paged) return specs;  // a paged cache is read by the forward only
     for (const KernelSpec& s : selection.select(p, TunedPass::backward)) specs.push_back(s);
     return specs;
   }

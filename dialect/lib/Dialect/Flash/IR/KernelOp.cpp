@@ -24,6 +24,7 @@ Type toType(MLIRContext* ctx, flashgen::DType t) {
     case flashgen::DType::f16: return Float16Type::get(ctx);
     case flashgen::DType::bf16: return BFloat16Type::get(ctx);
     case flashgen::DType::f32: return Float32Type::get(ctx);
+    case flashgen::DType::i32: return IntegerType::get(ctx, 32);  // index tensors; no kernel has it
   }
   return Float32Type::get(ctx);
 }

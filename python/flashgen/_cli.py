@@ -1,0 +1,28 @@
+"""The `flashgen` command of a pip installation: runs the CLI binary the wheel carries
+(flashgen/_bin/flashgen, built with the runtime linked in), telling it where pip put NVRTC
+for this interpreter ($FLASHGEN_NVRTC_PATHS, the files flashgen/_library.py would hand the
+library), so that `flashgen cache warm`, `dump` and `bench` find what `import flashgen` finds.
+"""
+import os
+import pathlib
+import sys
+
+from . import _library
+
+BINARY = pathlib.Path(__file__).resolve().parent / "_bin" / "flashgen"
+
+
+def main():
+    if not BINARY.is_file():
+        sys.exit(f"flashgen: the command-line tool is not part of this installation ({BINARY} is missing); "
+                 "install the wheel (pip install <flashgen repository>) or run build/tools/flashgen of a checkout")
+    env = dict(os.environ)
+    if "FLASHGEN_NVRTC_PATHS" not in env:
+        found = [path for path, _ in _library.nvrtc_candidates() if os.path.isfile(path)]
+        if found:
+            env["FLASHGEN_NVRTC_PATHS"] = ":".join(found)
+    os.execve(str(BINARY), [str(BINARY), *sys.argv[1:]], env)
+
+
+if __name__ == "__main__":
+    main()
