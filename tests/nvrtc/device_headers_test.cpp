@@ -174,6 +174,11 @@ using T = flash::SmemTile<64, 64>;
 extern "C" __global__ void t(const flash::u16* in, flash::u16* out) {
   flash::load_tile<T, 128, 59, false>(0, in, 64, 50, threadIdx.x);
   flash::load_tile<T, 128, 64, true>(T::kBytes, in, 64, 50, threadIdx.x);
+  struct Rows {
+    const flash::u16 *k, *v;
+  };
+  flash::load_kv_row_pairs<T, 128, 61, false>(0, T::kBytes, [&](int r) { return Rows{in + 64 * r, in + 96 * r}; }, 40,
+                                              threadIdx.x);
   float acc[1][8][4] = {};
   flash::store_fragments<flash::Element16<true>, T, true>(0, acc, 0, 0, 0.5f, threadIdx.x % 32);
   flash::store_tile<T, 128, 64, true>(out, 64, 0, 50, threadIdx.x);
@@ -245,6 +250,15 @@ extern "C" __global__ void t(const __grid_constant__ FlashAttentionParams p) {
   const flash::DenseOffsets off(p, blockIdx.z);
   off.o(blockIdx.y, threadIdx.x)[0] = off.q(blockIdx.y, 0)[off.seqlen_q() + off.seqlen_k()];
   p.lse[off.lse_row(blockIdx.y) + off.accum_row(0)] = 0.0f;
+}
+)"},
+      {"attention/kv_cache_offsets.cuh", R"(
+extern "C" __global__ void t(const __grid_constant__ FlashAttentionParams p) {
+  const flash::KvCacheOffsets<true> paged(p, blockIdx.z);
+  const flash::KvCacheOffsets<false> dense(p, blockIdx.z);
+  const auto a = paged.kv_rows(blockIdx.y, threadIdx.x);
+  const auto b = dense.kv_rows(blockIdx.y, threadIdx.x);
+  paged.o(blockIdx.y, 0)[threadIdx.x] = a.k[paged.seqlen_k()] + a.v[0] + b.k[dense.seqlen_k()] + b.v[0];
 }
 )"},
       {"pipeline/cp_async_pipeline.cuh", R"(
@@ -378,7 +392,7 @@ extern "C" __global__ void t(const __grid_constant__ FlashAttentionParams p, int
       {"fwd/splitkv_mainloop.cuh", traits(kSplitKv) + R"(
 using M = flash::FwdSplitKvMainloop<Traits>;
 extern "C" __global__ void t(const __grid_constant__ FlashAttentionParams p) {
-  const flash::DenseOffsets off(p, 0);
+  const M::Offsets off(p, 0);
   const flash::PackedRows rows{4, 0};
   const M m(off, 0, rows, 0, 0, threadIdx.x / 32, threadIdx.x % 32);
   m.load_q(p, off, rows, 0, 12, threadIdx.x);
