@@ -1,11 +1,12 @@
 // One attention training step through flashgen's C++ API on raw buffers: forward,
 // loss = sum(o * w) (so dO = w), backward. On the CPU (host buffers, fp32) every gradient
 // entry is checked against central finite differences of the loss; then the same kind of
-// step runs on CUDA buffers (cuda_step.cpp) where a GPU is present. Exits non-zero if a
-// check fails.
+// step runs on CUDA buffers (cuda_step.cpp) where a GPU is present; last a decode step over
+// a paged KV cache (kv_cache_step.cpp). Exits non-zero if a check fails.
 #include <flashgen/flashgen.hpp>
 
 #include "cuda_step.h"
+#include "kv_cache_step.h"
 
 #include <algorithm>
 #include <cmath>
@@ -103,6 +104,10 @@ int main() {
     }
     if (!cuda_training_step(rt, seed)) {
       std::fprintf(stderr, "GPU results disagree with the CPU backend (seed %u)\n", seed);
+      return 1;
+    }
+    if (!paged_decode_step(rt, seed)) {
+      std::fprintf(stderr, "attention over the paged cache disagrees with the dense forward (seed %u)\n", seed);
       return 1;
     }
   } catch (const flashgen::Error& e) {
