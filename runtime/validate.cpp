@@ -415,7 +415,7 @@ Problem validate_forward(const ForwardArgs& args) {
   if (p.has_seqused_k && args.seqused_k.shape[0] != p.batch)
     fail(Status::invalid_argument, "seqused_k: shape[0] (batch) is {}, expected {} like q", args.seqused_k.shape[0],
          p.batch);
-  expect_shape(v, {k.t.shape[0], p.paged ? p.page_size : p.seqlen_k, p.heads_kv, p.head_dim}, "k");
+  expect_shape(v, {k.t.shape[0], k.t.shape[1], p.heads_kv, p.head_dim}, "k");  // v is laid out like k
   expect_shape(o, {p.batch, p.seqlen_q, p.heads_q, p.head_dim}, "q");
   p.has_lse = args.lse.data != nullptr;  // null: the caller does not want lse
   if (p.has_lse) {

@@ -1,19 +1,19 @@
 // The CPU backend's forward over a KV cache (ForwardArgs::block_table, ::seqused_k): each
-// sequence's keys are gathered into a dense copy (1, keys, heads_kv, head_dim) and run
+// sequence's keys are gathered (tensor_io.h) into a dense fp32 copy and run
 // through tiled_forward as a batch of one, so that the reference is the dense forward's
 // and shares none of the GPU's page arithmetic.
 #include <fmt/format.h>
 
-#include <cmath>
+#include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <vector>
 
 #include "runtime/cpu/attention_geometry.h"
 #include "runtime/cpu/cpu_attention.h"
-#include "runtime/cpu/dtype_convert.h"
+#include "runtime/cpu/tensor_io.h"
 
 namespace flashgen::cpu {
 namespace {
@@ -43,22 +43,16 @@ std::int64_t sequence_keys(const ForwardArgs& args, const Problem& p, std::int64
   return keys;
 }
 
-// Address of key `key` of KV head h of sequence b in k or v (dense or paged).
-const std::byte* key_row(const Tensor& t, const ForwardArgs& args, const Problem& p, std::int64_t b, std::int64_t key,
-                         std::int64_t h) {
-  std::int64_t index = 0;
-  if (p.paged) {
-    const std::int64_t page = index_at(args.block_table, b, key / p.page_size);
-    index = page * t.stride[0] + (key % p.page_size) * t.stride[1] + h * t.stride[2];
-  } else {
-    index = b * t.stride[0] + key * t.stride[1] + h * t.stride[2];
-  }
-  return static_cast<const std::byte*>(t.data) + index * static_cast<std::int64_t>(size_of(t.dtype));
+// Where key `key` of sequence b lies in k and v: (index of dimension 0, row), the page and
+// its row for a paged cache.
+std::array<std::int64_t, 2> key_location(const ForwardArgs& args, const Problem& p, std::int64_t b, std::int64_t key) {
+  if (!p.paged) return {b, key};
+  return {index_at(args.block_table, b, key / p.page_size), key % p.page_size};
 }
 
-Tensor batch_view(const Tensor& t, std::int64_t b, std::size_t elem) {
+Tensor batch_view(const Tensor& t, std::int64_t b) {
   Tensor out = t;
-  out.data = static_cast<std::byte*>(t.data) + b * t.stride[0] * static_cast<std::int64_t>(elem);
+  out.data = static_cast<std::byte*>(t.data) + b * t.stride[0] * static_cast<std::int64_t>(size_of(t.dtype));
   out.shape[0] = 1;
   return out;
 }
@@ -70,42 +64,44 @@ void kv_cache_forward(const ForwardArgs& args, const Problem& p, int threads) {
   std::vector<std::int64_t> keys(static_cast<std::size_t>(p.batch));
   for (std::int64_t b = 0; b < p.batch; ++b) keys[b] = sequence_keys(args, p, b);
 
-  const std::size_t elem = size_of(p.dtype);
-  const std::size_t row_bytes = static_cast<std::size_t>(p.head_dim) * elem;
+  const std::int64_t d = p.head_dim;
   for (std::int64_t b = 0; b < p.batch; ++b) {
-    const Tensor o = batch_view(args.o, b, elem);
-    if (keys[b] == 0) {  // no key: o = 0, lse = -inf (a fully masked row)
-      for (std::int64_t s = 0; s < p.seqlen_q; ++s)
-        for (std::int64_t h = 0; h < p.heads_q; ++h)
-          for (std::int64_t d = 0; d < p.head_dim; ++d) store_float(o.data, p.dtype, element_index(o, 0, s, h, d), 0.0f);
-      if (p.has_lse) {
-        const Tensor lse = batch_view(args.lse, b, sizeof(float));
+    const std::int64_t n = keys[b];
+    if (n == 0) {  // no key: o = 0, lse = -inf (a fully masked row)
+      const std::vector<float> zeros(static_cast<std::size_t>(p.seqlen_q * d), 0.0f);
+      for (std::int64_t h = 0; h < p.heads_q; ++h) store_rows(args.o, b, h, 0, p.seqlen_q, d, zeros.data());
+      if (p.has_lse)
         for (std::int64_t h = 0; h < p.heads_q; ++h)
           for (std::int64_t i = 0; i < p.seqlen_q; ++i)
-            static_cast<float*>(lse.data)[lse_index(lse, 0, h, i)] = -std::numeric_limits<float>::infinity();
-      }
+            static_cast<float*>(args.lse.data)[lse_index(args.lse, b, h, i)] = -std::numeric_limits<float>::infinity();
       continue;
     }
-    // The sequence's keys, dense: (1, keys, heads_kv, head_dim).
-    const std::array<std::int64_t, 4> shape{1, keys[b], p.heads_kv, p.head_dim};
-    std::vector<std::byte> k(static_cast<std::size_t>(keys[b] * p.heads_kv) * row_bytes);
-    std::vector<std::byte> v(k.size());
-    for (std::int64_t j = 0; j < keys[b]; ++j)
-      for (std::int64_t h = 0; h < p.heads_kv; ++h) {
-        const std::size_t at = static_cast<std::size_t>(j * p.heads_kv + h) * row_bytes;
-        std::memcpy(k.data() + at, key_row(args.k, args, p, b, j, h), row_bytes);
-        std::memcpy(v.data() + at, key_row(args.v, args, p, b, j, h), row_bytes);
+    // The sequence's keys as fp32 (exact in every input dtype), head-major: (1, n, heads_kv,
+    // head_dim) with strides (., head_dim, n * head_dim, 1). A page's rows are one run.
+    std::vector<float> k(static_cast<std::size_t>(p.heads_kv * n * d)), v(k.size());
+    for (std::int64_t h = 0; h < p.heads_kv; ++h)
+      for (std::int64_t j = 0; j < n;) {
+        const auto [at, row] = key_location(args, p, b, j);
+        const std::int64_t run = p.paged ? std::min(n - j, p.page_size - row) : n;
+        load_rows(args.k, at, h, row, run, d, k.data() + (h * n + j) * d);
+        load_rows(args.v, at, h, row, run, d, v.data() + (h * n + j) * d);
+        j += run;
       }
+    const auto dense = [&](std::vector<float>& x) {
+      Tensor t = Tensor::contiguous(x.data(), DType::f32, {1, n, p.heads_kv, d});
+      t.stride = {p.heads_kv * n * d, d, n * d, 1};
+      return t;
+    };
     ForwardArgs one;
-    one.q = batch_view(args.q, b, elem);
-    one.k = Tensor::contiguous(k.data(), p.dtype, shape);
-    one.v = Tensor::contiguous(v.data(), p.dtype, shape);
-    one.o = o;
-    if (p.has_lse) one.lse = batch_view(args.lse, b, sizeof(float));
+    one.q = batch_view(args.q, b);
+    one.k = dense(k);
+    one.v = dense(v);
+    one.o = batch_view(args.o, b);
+    if (p.has_lse) one.lse = batch_view(args.lse, b);
     one.options = args.options;
     Problem sequence = p;
     sequence.batch = 1;
-    sequence.seqlen_k = keys[b];
+    sequence.seqlen_k = n;
     sequence.paged = sequence.has_seqused_k = false;
     sequence.num_pages = sequence.page_size = sequence.max_pages_per_seq = 0;
     tiled_forward(one, sequence, threads);
