@@ -25,6 +25,7 @@
 #include <fmt/format.h>
 
 #include "device_buffer.h"
+#include "element_values.h"
 #include "flashgen/flashgen.hpp"
 #include "attention_rule.h"
 #include "input_precision_reference.h"
@@ -70,11 +71,6 @@ std::string case_name(const Case& c) {
 }
 
 void PrintTo(const Case& c, std::ostream* os) { *os << case_name(c); }
-
-std::uint16_t to_bits(DType t, float x) {
-  return t == DType::bf16 ? cpu::float_to_bf16_bits(x) : cpu::float_to_half_bits(x);
-}
-float from_bits(DType t, std::uint16_t b) { return t == DType::bf16 ? cpu::bf16_bits_to_float(b) : cpu::half_bits_to_float(b); }
 
 // A 16-bit device tensor: the logical (b, s, h, d) values and a strided device view
 // inside a storage buffer that may be shared (packed qkv) and padded.
@@ -139,13 +135,6 @@ std::int64_t count_touched_padding(const Storage& st, const std::vector<const Vi
   std::int64_t touched = 0;
   for (std::size_t i = 0; i < st.host.size(); ++i) touched += !inside[i] && st.host[i] != 0xffff;
   return touched;
-}
-
-std::vector<float> random_values(std::mt19937& rng, std::size_t n, float stddev, DType t) {
-  std::normal_distribution<float> dist(0.0f, stddev);
-  std::vector<float> out(n);
-  for (float& x : out) x = round_to(t, dist(rng));
-  return out;
 }
 
 std::vector<double> to_f64(const std::vector<float>& v) { return {v.begin(), v.end()}; }

@@ -17,6 +17,7 @@
 
 #include "attention_rule.h"
 #include "device_buffer.h"
+#include "element_values.h"
 #include "flashgen/flashgen.hpp"
 #include "input_precision_reference.h"
 #include "runtime/cpu/dtype_convert.h"
@@ -49,31 +50,6 @@ std::string name(const KvCase& c) {
   return s + (c.dtype == DType::bf16 ? "_bf16" : "_fp16");
 }
 
-std::vector<std::uint16_t> to_bits(DType t, const std::vector<float>& x) {
-  std::vector<std::uint16_t> out(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i)
-    out[i] = t == DType::bf16 ? cpu::float_to_bf16_bits(x[i]) : cpu::float_to_half_bits(x[i]);
-  return out;
-}
-std::vector<float> from_bits(DType t, const std::vector<std::uint16_t>& x) {
-  std::vector<float> out(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i)
-    out[i] = t == DType::bf16 ? cpu::bf16_bits_to_float(x[i]) : cpu::half_bits_to_float(x[i]);
-  return out;
-}
-std::vector<float> random_values(std::mt19937& rng, std::size_t n, DType t) {
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> out(n);
-  for (float& x : out) x = cpu::round_to(t, dist(rng));
-  return out;
-}
-
-// Host copies of a case's tensors in the dtype's bits; the device ones upload them.
-struct Buffers {
-  std::vector<std::uint16_t> q, k, v;
-  std::vector<std::int32_t> table, used;
-};
-
 class KvCacheGpu : public ::testing::TestWithParam<KvCase> {
  protected:
   void SetUp() override {
@@ -88,9 +64,9 @@ TEST_P(KvCacheGpu, ForwardMatchesTheOracle) {
   SCOPED_TRACE(fmt::format("seed {} case {}", seed, name(c)));
   std::mt19937 rng(seed);
   const std::int64_t row = static_cast<std::int64_t>(c.heads_kv) * c.head_dim;
-  const std::vector<float> q = random_values(rng, static_cast<std::size_t>(c.batch) * c.seqlen_q * c.heads_q * c.head_dim, c.dtype);
-  const std::vector<float> k = random_values(rng, static_cast<std::size_t>(c.batch * c.capacity * row), c.dtype);
-  const std::vector<float> v = random_values(rng, k.size(), c.dtype);
+  const std::vector<float> q = random_values(rng, static_cast<std::size_t>(c.batch) * c.seqlen_q * c.heads_q * c.head_dim, 1.0f, c.dtype);
+  const std::vector<float> k = random_values(rng, static_cast<std::size_t>(c.batch * c.capacity * row), 1.0f, c.dtype);
+  const std::vector<float> v = random_values(rng, k.size(), 1.0f, c.dtype);
   std::vector<int> lengths(c.batch, c.capacity);
   if (c.per_sequence) {  // 0, 1, full, then ragged counts
     std::uniform_int_distribution<int> any(1, c.capacity);
