@@ -63,6 +63,21 @@ def _check_dtypes(**tensors):
             raise TypeError(f"{name}: dtype is {tensors[name].dtype}, expected {first.dtype} like {names[0]}")
 
 
+def _scale(softmax_scale):
+    """The operators' softmax_scale: 0 for None (1/sqrt(head_dim)); anything but a finite value > 0 is refused."""
+    if softmax_scale is None:
+        return 0.0
+    if not (math.isfinite(softmax_scale) and softmax_scale > 0):
+        raise ValueError(f"softmax_scale: is {softmax_scale}, expected a finite value > 0 (or None for 1/sqrt(head_dim))")
+    return float(softmax_scale)
+
+
+def _outputs(q):
+    """Fresh o (like q) and lse (float32 (batch, heads_q, seqlen_q)) for a forward of q."""
+    return torch.empty(q.shape, dtype=q.dtype, device=q.device), torch.empty(_lse_shape(q), dtype=torch.float32,
+                                                                              device=q.device)
+
+
 def _stream(t):
     """The stream flashgen launches on: PyTorch's current stream of t's device (None on the CPU)."""
     if t.device.type != "cuda":
@@ -102,8 +117,7 @@ def _forward(
     starts compiling the backward's kernels beside its own."""
     q, k, v = _readable(q), _readable(k), _readable(v)
     _check_dtypes(q=q, k=k, v=v)
-    o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-    lse = torch.empty(_lse_shape(q), dtype=torch.float32, device=q.device)
+    o, lse = _outputs(q)
     options = _options(softmax_scale, causal, window_left, window_right, softcap, deterministic)
     args = _capi.forward_args(_view, options, q=q, k=k, v=v, o=o, lse=lse)
     lib = _library.library()
@@ -271,14 +285,12 @@ def kv_cache_forward(q, k_cache, v_cache, block_table=None, seqused_k=None, soft
     (default: all), with causal and window aligned bottom-right to that count. Read on the GPU:
     no synchronisation, CUDA-graph safe.
     """
-    if softmax_scale is not None and not (math.isfinite(softmax_scale) and softmax_scale > 0):
-        raise ValueError(f"softmax_scale: is {softmax_scale}, expected a finite value > 0 (or None for 1/sqrt(head_dim))")
+    scale = _scale(softmax_scale)
     q, k_cache, v_cache = _readable(q), _readable(k_cache), _readable(v_cache)
     _check_dtypes(q=q, k_cache=k_cache, v_cache=v_cache)
-    o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-    lse = torch.empty(_lse_shape(q), dtype=torch.float32, device=q.device)
+    o, lse = _outputs(q)
     window_left, window_right = window_size
-    options = _options(0.0 if softmax_scale is None else softmax_scale, causal, window_left, window_right, softcap, False)
+    options = _options(scale, causal, window_left, window_right, softcap, False)
     names = {"k": "k_cache", "v": "v_cache"}
 
     def view(name, t):
@@ -314,10 +326,7 @@ def attention(
     torch >= 2.4: a custom operator, traceable by torch.compile(fullgraph=True);
     torch 1.13 to 2.3: a torch.autograd.Function with the same results (eager only).
     """
-    if softmax_scale is None:
-        softmax_scale = 0.0
-    elif not (math.isfinite(softmax_scale) and softmax_scale > 0):
-        raise ValueError(f"softmax_scale: is {softmax_scale}, expected a finite value > 0 (or None for 1/sqrt(head_dim))")
+    softmax_scale = _scale(softmax_scale)
     window_left, window_right = window_size
     prepare_backward = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
     o, lse = _attention(
