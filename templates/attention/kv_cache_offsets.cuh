@@ -39,6 +39,7 @@ class KvCacheOffsets : public DenseOffsets {
     }
   }
 
+ private:
   int seqlen_k_;
 };
 
