@@ -159,6 +159,8 @@ bool decode_shaped(const ProblemKey& problem) {
   return (problem.seqlen_q >= 1 && problem.seqlen_q <= kDecodeMaxSeqlenQ) || problem.paged || problem.seqused_k;
 }
 
+bool has_backward(const ProblemKey& problem) { return !problem.paged && !problem.seqused_k; }
+
 std::vector<KernelSpec> select_forward_kernels(const ProblemKey& problem, Arch arch) {
   if (decode_shaped(problem))
     // The combine merges one row per CTA (it is bound by load latency: FwdCombineKernel).

@@ -26,6 +26,9 @@ constexpr long long kDecodeMaxSeqlenQ = 16;
 // forwards (paged, or per-sequence key counts) run there at any seqlen_q: the prefill kernels
 // read neither.
 bool decode_shaped(const ProblemKey& problem);
+// Whether the problem has a backward: a KV-cache forward (paged, per-sequence key counts) has
+// none (the runtime's prepare, the dump's --pass all).
+bool has_backward(const ProblemKey& problem);
 
 // Kernels in launch order. Forward: {fwd} or, decode-shaped, {fwd_splitkv, fwd_combine}
 // (the combine launches only when the keys are split). Backward: {bwd_preprocess, bwd_dkdv,

@@ -146,7 +146,7 @@ void Runtime::prepare(const ForwardArgs& args, Passes passes) {
   // The forward's kernel first (the call that needs it comes first), then the backward's.
   Candidate specs;
   if (bits & static_cast<unsigned>(Passes::forward)) specs = impl_->kernels_for(p, TunedPass::forward);
-  if ((bits & static_cast<unsigned>(Passes::backward)) && !p.kv_cache()) {  // a KV-cache forward has no backward
+  if ((bits & static_cast<unsigned>(Passes::backward)) && has_backward(problem_key(p))) {
     const Candidate bwd = impl_->kernels_for(p, TunedPass::backward);
     specs.insert(specs.end(), bwd.begin(), bwd.end());
   }

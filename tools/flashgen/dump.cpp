@@ -147,7 +147,7 @@ std::vector<KernelSpec> specs_to_dump(const DumpOptions& o, bool schedule = fals
     t.log = default_log_sink();
     const TunedSelection selection(std::move(t));
     std::vector<KernelSpec> specs = selection.select(p, TunedPass::forward);
-    if (p.paged) return specs;  // a paged cache is read by the forward only
+    if (!has_backward(p)) return specs;
     for (const KernelSpec& s : selection.select(p, TunedPass::backward)) specs.push_back(s);
     return specs;
   }
