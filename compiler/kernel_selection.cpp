@@ -156,6 +156,7 @@ KernelSpec splitkv_spec(const ProblemKey& p, Arch arch) {
 
 // seqlen_q 0 is a length not known yet (MLIR's dynamic dims): the prefill kernel.
 bool decode_shaped(const ProblemKey& problem) {
+  if (problem.varlen) return false;  // packed sequences run on the prefill kernels
   return (problem.seqlen_q >= 1 && problem.seqlen_q <= kDecodeMaxSeqlenQ) || problem.paged || problem.seqused_k;
 }
 

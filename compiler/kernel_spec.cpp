@@ -119,6 +119,9 @@ std::vector<std::string> KernelSpec::problems() const {
   }
   if (paged && pass != Pass::fwd_splitkv)
     add(out, "paged: set for the {} pass, expected it only on fwd_splitkv (the paged-cache forward)", to_string(pass));
+  if (varlen && (pass == Pass::fwd_splitkv || pass == Pass::fwd_combine))
+    add(out, "varlen: set for the {} pass, expected it only on the prefill forward and the backward passes",
+        to_string(pass));
   if (pass == Pass::fwd_combine && threads() > kFlashMaxSplits)
     add(out, "warps: got {} for the split-KV combine, expected at most {} threads (one part's lse each)", warps,
         static_cast<int>(kFlashMaxSplits));

@@ -122,6 +122,11 @@ constexpr void for_each_spec_field(F&& f) {
                        .doc = "paged K/V cache read through a block table (split-KV forward; the page size is a "
                               "launch parameter)",
                        .device = "kPaged", .hashed_when_set = true});
+  f(SpecField<P, bool>{.member = &P::varlen, .name = "varlen", .role = FieldRole::problem, .uri = "_varlen",
+                       .hash_key = "varlen", .cli = "--varlen",
+                       .doc = "packed variable-length sequences: per-sequence offsets and lengths read from "
+                              "cu_seqlens (launch parameters)",
+                       .device = "kVarlen", .hashed_when_set = true});
   f(SpecField<K, Arch>{.member = &K::arch, .name = "arch", .role = FieldRole::target, .uri = "_", .hash_key = "arch",
                        .cli = "--arch", .doc = "target GPU architecture", .mlir = MlirPlace::after_for});
 }

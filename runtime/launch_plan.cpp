@@ -8,8 +8,7 @@
 namespace flashgen {
 namespace {
 
-// seqlen_q_rounded: every pass that indexes the dQ accumulator has a block_m dividing it.
-constexpr std::int64_t kDqRowRounding = 128;
+constexpr std::int64_t kDqRowRounding = kFlashDqRowRounding;
 
 std::int64_t round_up(std::int64_t x, std::int64_t m) { return (x + m - 1) / m * m; }
 
@@ -32,6 +31,7 @@ ProblemKey problem_key(const Problem& p) {
   k.seqlen_k = p.seqlen_k;
   k.paged = p.paged;
   k.seqused_k = p.has_seqused_k;
+  k.varlen = p.varlen;
   return k;
 }
 
@@ -49,11 +49,22 @@ ProblemKey problem_key(const TuneShape& shape) {
 
 namespace {
 
-FlashStrides strides(const Tensor& t) { return {t.stride[0], t.stride[1], t.stride[2]}; }
+// A packed tensor (total, heads, head_dim) has no batch stride: the offsets add each
+// sequence's start row.
+FlashStrides strides(const Tensor& t) {
+  if (t.rank == 3) return {0, t.stride[0], t.stride[1]};
+  return {t.stride[0], t.stride[1], t.stride[2]};
+}
 
 // The fields every pass reads.
-FlashAttentionParams base_params(const Problem& p) {
+FlashAttentionParams base_params(const Problem& p, const PackedSequences& packed) {
   FlashAttentionParams f{};
+  if (p.varlen) {
+    f.cu_seqlens_q = static_cast<const int*>(packed.cu_seqlens_q.data);
+    f.cu_seqlens_k = static_cast<const int*>(packed.cu_seqlens_k.data);
+    f.total_q = static_cast<int>(p.total_q);
+    f.total_k = static_cast<int>(p.total_k);
+  }
   f.batch = static_cast<int>(p.batch);
   f.seqlen_q = static_cast<int>(p.seqlen_q);
   f.seqlen_k = static_cast<int>(p.seqlen_k);
@@ -74,18 +85,22 @@ FlashAttentionParams base_params(const Problem& p) {
 
 unsigned blocks(std::int64_t n, int tile) { return static_cast<unsigned>((n + tile - 1) / tile); }
 
+// Rows of D and of the dQ accumulator: per (batch, head) seqlen_q rounded up; packed, per head
+// the packed rows plus kDqRowRounding per sequence (attention/offsets.cuh, accum_row).
+std::int64_t accum_rows(const Problem& p) {
+  if (p.varlen) return p.heads_q * (p.total_q + kDqRowRounding * p.batch);
+  return p.batch * p.heads_q * round_up(p.seqlen_q, kDqRowRounding);
+}
+
 std::size_t dq_accum_bytes(const Problem& p) {
   if (p.options.deterministic) return 0;
-  return static_cast<std::size_t>(p.batch * p.heads_q * round_up(p.seqlen_q, kDqRowRounding) *
-                                  padded_head_dim(p.head_dim)) *
-         sizeof(float);
+  return static_cast<std::size_t>(accum_rows(p) * padded_head_dim(p.head_dim)) * sizeof(float);
 }
 
 }  // namespace
 
 std::size_t backward_workspace_bytes(const Problem& p) {
-  return dq_accum_bytes(p) +
-         static_cast<std::size_t>(p.batch * p.heads_q * round_up(p.seqlen_q, kDqRowRounding)) * sizeof(float);
+  return dq_accum_bytes(p) + static_cast<std::size_t>(accum_rows(p)) * sizeof(float);
 }
 
 std::vector<KernelLaunch> plan_forward(const ForwardArgs& args, const Problem& p, Arch arch, int num_splits,
@@ -158,7 +173,7 @@ std::vector<KernelLaunch> plan_forward(const ForwardArgs& args, const Problem& p
                                        int num_splits, void* workspace) {
   const KernelSpec fwd = specs.at(0);
   KernelLaunch l{fwd, {blocks(p.seqlen_q, fwd.block_m), static_cast<unsigned>(p.heads_q), static_cast<unsigned>(p.batch)},
-                 base_params(p)};
+                 base_params(p, args.varlen)};
   FlashAttentionParams& f = l.params;
   f.q = args.q.data;
   f.k = args.k.data;
@@ -200,7 +215,7 @@ std::vector<KernelLaunch> plan_forward(const ForwardArgs& args, const Problem& p
 
 std::vector<KernelLaunch> plan_backward(const BackwardArgs& args, const Problem& p,
                                         const std::vector<KernelSpec>& specs, void* workspace) {
-  FlashAttentionParams f = base_params(p);
+  FlashAttentionParams f = base_params(p, args.varlen);
   f.q = args.q.data;
   f.k = args.k.data;
   f.v = args.v.data;

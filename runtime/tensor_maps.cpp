@@ -32,6 +32,7 @@ struct TensorView {
   const char* name;
   const void* address;
   FlashStrides stride;
+  int batch;  // 1 for packed sequences: the descriptor spans the packed rows
   int seqlen;
   int heads;
   const char* seqlen_name;
@@ -46,9 +47,9 @@ std::string needs_tma(const KernelSpec& spec) {
 }
 
 // (batch, seqlen, heads, head_dim) and their strides in elements, as the caller wrote them.
-std::string shape_and_strides(const TensorView& t, int batch, int head_dim) {
+std::string shape_and_strides(const TensorView& t, int head_dim) {
   return fmt::format("shape (batch, {}, {}, head_dim) = ({}, {}, {}, {}), strides ({}, {}, {}, 1) elements", t.seqlen_name,
-                     t.heads_name, batch, t.seqlen, t.heads, head_dim, t.stride.batch, t.stride.row, t.stride.head);
+                     t.heads_name, t.batch, t.seqlen, t.heads, head_dim, t.stride.batch, t.stride.row, t.stride.head);
 }
 
 void check_dim(const KernelSpec& spec, const TensorView& t, int index, const char* dim, std::int64_t value) {
@@ -69,7 +70,7 @@ void check_stride(const KernelSpec& spec, const TensorView& t, int index, const 
 }
 
 TensorMapLayout layout(const KernelSpec& spec, const FlashAttentionParams& p, const TensorView& t) {
-  check_dim(spec, t, 0, "batch", p.batch);
+  check_dim(spec, t, 0, "batch", t.batch);
   check_dim(spec, t, 1, t.seqlen_name, t.seqlen);
   check_dim(spec, t, 2, t.heads_name, t.heads);
   check_dim(spec, t, 3, "head_dim", p.head_dim);
@@ -87,7 +88,7 @@ TensorMapLayout layout(const KernelSpec& spec, const FlashAttentionParams& p, co
   m.address = t.address;
   m.dtype = spec.dtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   m.dims = {static_cast<cuuint64_t>(p.head_dim), static_cast<cuuint64_t>(t.seqlen), static_cast<cuuint64_t>(t.heads),
-            static_cast<cuuint64_t>(p.batch)};
+            static_cast<cuuint64_t>(t.batch)};
   m.strides = {static_cast<cuuint64_t>(t.stride.row * kElementBytes),
                static_cast<cuuint64_t>(t.stride.head * kElementBytes),
                static_cast<cuuint64_t>(t.stride.batch * kElementBytes)};
@@ -99,19 +100,26 @@ TensorMapLayout layout(const KernelSpec& spec, const FlashAttentionParams& p, co
 // The forward's q, k, v, o; the dK/dV kernel's q, k, v, dout (in the order of `targets`).
 std::array<TensorView, 4> views(const KernelSpec& spec, const FlashAttentionParams& p) {
   const auto block_m = static_cast<cuuint32_t>(spec.block_m), block_n = static_cast<cuuint32_t>(spec.block_n);
+  // Packed sequences: one batch of all the packed rows (the kernels add each sequence's start).
+  const bool packed = spec.varlen;
+  const int batch = packed ? 1 : p.batch;
+  const int rows_q = packed ? p.total_q : p.seqlen_q, rows_k = packed ? p.total_k : p.seqlen_k;
+  const char* q_rows = packed ? "total_q" : "seqlen_q";
+  const char* k_rows = packed ? "total_k" : "seqlen_k";
   // K and V tiles are re-read by every query tile of a head: promote larger L2 lines for them.
-  const TensorView q{"q", p.q, p.q_stride, p.seqlen_q, p.heads_q, "seqlen_q", "heads_q", block_m,
+  const TensorView q{"q", p.q, p.q_stride, batch, rows_q, p.heads_q, q_rows, "heads_q", block_m,
                      CU_TENSOR_MAP_L2_PROMOTION_L2_128B};
-  const TensorView k{"k", p.k, p.k_stride, p.seqlen_k, p.heads_kv, "seqlen_k", "heads_kv", block_n,
+  const TensorView k{"k", p.k, p.k_stride, batch, rows_k, p.heads_kv, k_rows, "heads_kv", block_n,
                      CU_TENSOR_MAP_L2_PROMOTION_L2_256B};
-  const TensorView v{"v", p.v, p.v_stride, p.seqlen_k, p.heads_kv, "seqlen_k", "heads_kv", block_n,
+  const TensorView v{"v", p.v, p.v_stride, batch, rows_k, p.heads_kv, k_rows, "heads_kv", block_n,
                      CU_TENSOR_MAP_L2_PROMOTION_L2_256B};
   if (spec.pass == Pass::bwd_dkdv)
     return {q, k, v,
-            {"dout", p.dout, p.dout_stride, p.seqlen_q, p.heads_q, "seqlen_q", "heads_q", block_m,
+            {"dout", p.dout, p.dout_stride, batch, rows_q, p.heads_q, q_rows, "heads_q", block_m,
              CU_TENSOR_MAP_L2_PROMOTION_L2_128B}};
+  // A packed forward stores o without TMA (fwd_epilogue_sm90.cuh); its descriptor is encoded all the same.
   return {q, k, v,
-          {"o", p.o, p.o_stride, p.seqlen_q, p.heads_q, "seqlen_q", "heads_q", kOutputBoxRows,
+          {"o", p.o, p.o_stride, batch, rows_q, p.heads_q, q_rows, "heads_q", kOutputBoxRows,
            CU_TENSOR_MAP_L2_PROMOTION_L2_128B}};
 }
 
@@ -134,7 +142,7 @@ void encode(const CudaDriver& d, const KernelSpec& spec, const FlashAttentionPar
     throw Error(Status::unsupported,
                 fmt::format("{}: cuTensorMapEncodeTiled failed with {} ({}) for {}, box {}x{} (columns x rows) of {}; "
                             "{}",
-                            t.name, name, static_cast<int>(r), shape_and_strides(t, p.batch, p.head_dim), m.box[0],
+                            t.name, name, static_cast<int>(r), shape_and_strides(t, p.head_dim), m.box[0],
                             m.box[1], to_string(spec.dtype), needs_tma(spec)));
   }
   std::memcpy(&out, &map, sizeof map);

@@ -32,6 +32,15 @@ constexpr DimNames kLseDims{"batch", "heads_q", "seqlen_q", "unused"};
 constexpr DimNames kPageDims{"num_pages", "page_size", "heads_kv", "head_dim"};
 constexpr DimNames kBlockTableDims{"batch", "max_pages_per_seq", "unused", "unused"};
 constexpr DimNames kSequsedDims{"batch", "unused", "unused", "unused"};
+// Packed variable-length sequences (PackedSequences).
+constexpr DimNames kPackedQueryDims{"total_q", "heads_q", "head_dim", "unused"};
+constexpr DimNames kPackedKeyDims{"total_k", "heads_kv", "head_dim", "unused"};
+constexpr DimNames kPackedLseDims{"heads_q", "total_q", "unused", "unused"};
+constexpr DimNames kCuSeqlensDims{"batch + 1", "unused", "unused", "unused"};
+
+// What a tensor argument holds: rows of head_dim elements in the problem's dtype (q, k, v, o
+// and their gradients), the fp32 lse, or int32 indices (block_table, seqused_k, cu_seqlens).
+enum class Kind { rows, lse, index };
 
 // A tensor argument, its name in messages and the names of its dimensions.
 struct Arg {
@@ -39,7 +48,7 @@ struct Arg {
   const Tensor& t;
   const DimNames& dims;
   int rank = 4;
-  bool index = false;  // an int32 index tensor (block_table, seqused_k)
+  Kind kind = Kind::rows;
   std::span<const std::int64_t> shape() const { return {t.shape.data(), static_cast<std::size_t>(rank)}; }
   std::span<const std::int64_t> stride() const { return {t.stride.data(), static_cast<std::size_t>(rank)}; }
 };
@@ -93,9 +102,9 @@ void check_view(const Arg& a) {
       fail(Status::invalid_argument, "{}: shape[{}] ({}) is {}, expected > 0 (empty tensors are not supported)", a.name,
            i, a.dims[i], t.shape[i]);
   if (t.data == nullptr) fail(Status::invalid_argument, "{}: data is null, expected a pointer to the tensor's elements", a.name);
-  if (a.index && t.dtype != DType::i32)
+  if (a.kind == Kind::index && t.dtype != DType::i32)
     fail(Status::invalid_argument, "{}: dtype is {}, expected int32 (3)", a.name, static_cast<int>(t.dtype));
-  if (!a.index && !valid_dtype(t.dtype))
+  if (a.kind != Kind::index && !valid_dtype(t.dtype))
     fail(Status::invalid_argument, "{}: dtype is {}, expected fp32 (0), fp16 (1) or bf16 (2)", a.name,
          static_cast<int>(t.dtype));
   if (t.device < kCpu)
@@ -103,7 +112,7 @@ void check_view(const Arg& a) {
   for (int i = 0; i < a.rank; ++i)
     if (t.stride[i] < 0)
       fail(Status::invalid_argument, "{}: stride[{}] ({}) is {}, expected >= 0", a.name, i, a.dims[i], t.stride[i]);
-  if ((a.rank == 4 || a.index) && t.stride[a.rank - 1] != 1)
+  if (a.kind != Kind::lse && t.stride[a.rank - 1] != 1)
     fail(Status::invalid_argument, "{}: stride[{}] ({}) is {}, expected 1 (the last dimension must be contiguous)",
          a.name, a.rank - 1, a.dims[a.rank - 1], t.stride[a.rank - 1]);
   check_span(a);
@@ -218,17 +227,30 @@ void check_outputs_apart(const std::vector<Arg>& inputs, const std::vector<Arg>&
   }
 }
 
-// lse is fp32 (batch, heads_q, seqlen_q), densely packed; strides of size-1 dimensions do not matter.
+// lse is fp32 (batch, heads_q, seqlen_q), or (heads_q, total_q) for packed sequences, densely
+// packed; strides of size-1 dimensions do not matter.
 void check_lse(const Arg& lse, const Problem& p) {
   check_view(lse);
-  expect_shape(lse, {p.batch, p.heads_q, p.seqlen_q, 0}, "q");
+  if (p.varlen)
+    expect_shape(lse, {p.heads_q, p.total_q, 0, 0}, "q");
+  else
+    expect_shape(lse, {p.batch, p.heads_q, p.seqlen_q, 0}, "q");
   if (lse.t.dtype != DType::f32)
     fail(Status::invalid_argument, "lse: dtype is {}, expected fp32 (lse is always fp32)", to_string(lse.t.dtype));
-  const std::array<std::int64_t, 3> dense{p.heads_q * p.seqlen_q, p.seqlen_q, 1};
-  for (int i = 0; i < 3; ++i)
+  const std::array<std::int64_t, 3> dense =
+      p.varlen ? std::array<std::int64_t, 3>{p.total_q, 1, 0} : std::array{p.heads_q * p.seqlen_q, p.seqlen_q, std::int64_t{1}};
+  for (int i = 0; i < lse.rank; ++i)
     if (lse.t.shape[i] > 1 && lse.t.stride[i] != dense[i])
       fail(Status::invalid_argument, "lse: strides are ({}), expected contiguous ({}) for shape ({})",
-           fmt::join(lse.stride(), ", "), fmt::join(dense, ", "), fmt::join(lse.shape(), ", "));
+           fmt::join(lse.stride(), ", "), fmt::join(std::span(dense.data(), lse.rank), ", "), fmt::join(lse.shape(), ", "));
+}
+
+// Each KV head serves a group of query heads; `dim` is k's heads_kv dimension.
+void check_heads(const Problem& p, int dim) {
+  if (p.heads_q % p.heads_kv != 0)
+    fail(Status::invalid_argument,
+         "k: shape[{}] (heads_kv) is {}, expected a divisor of q's heads_q = {} (each kv head serves a group of query heads)",
+         dim, p.heads_kv, p.heads_q);
 }
 
 // The geometry q and k define; k must agree with q on batch and head_dim (a paged k: on
@@ -270,17 +292,62 @@ Problem geometry(const Arg& q, const Arg& k, const Tensor* block_table = nullptr
       fail(Status::invalid_argument, "{}: shape ({}) has more than 2^63 elements, expected a size that int64 counts",
            a->name, fmt::join(a->shape(), ", "));
   }
-  if (p.heads_q % p.heads_kv != 0)
-    fail(Status::invalid_argument,
-         "k: shape[2] (heads_kv) is {}, expected a divisor of q's heads_q = {} (each kv head serves a group of query heads)",
-         p.heads_kv, p.heads_q);
+  check_heads(p, 2);
   return p;
+}
+
+// The geometry of packed sequences: q (total_q, heads_q, head_dim), k (total_k, heads_kv,
+// head_dim), cu_seqlens_q and cu_seqlens_k (batch + 1,), the max_seqlen bounds.
+Problem packed_geometry(const Arg& q, const Arg& k, const PackedSequences& s, const Arg& cu_q, const Arg& cu_k) {
+  Problem p;
+  p.varlen = true;
+  p.total_q = q.t.shape[0];
+  p.heads_q = q.t.shape[1];
+  p.head_dim = q.t.shape[2];
+  p.total_k = k.t.shape[0];
+  p.heads_kv = k.t.shape[1];
+  p.dtype = q.t.dtype;
+  p.device = q.t.device;
+  expect_shape(k, {p.total_k, p.heads_kv, p.head_dim, 0}, "q (head_dim)");
+  if (cu_q.t.shape[0] < 2)
+    fail(Status::invalid_argument, "varlen.cu_seqlens_q: shape[0] (batch + 1) is {}, expected >= 2 (one sequence or more)",
+         cu_q.t.shape[0]);
+  p.batch = cu_q.t.shape[0] - 1;
+  expect_shape(cu_k, {cu_q.t.shape[0], 0, 0, 0}, "varlen.cu_seqlens_q");
+  if (s.max_seqlen_q < 1 || s.max_seqlen_k < 1)
+    fail(Status::invalid_argument,
+         "varlen.max_seqlen_q/max_seqlen_k: are {}/{}, expected >= 1 (bounds on the sequences' lengths)", s.max_seqlen_q,
+         s.max_seqlen_k);
+  p.seqlen_q = s.max_seqlen_q;
+  p.seqlen_k = s.max_seqlen_k;
+  check_heads(p, 1);
+  return p;
+}
+
+// On the CPU the offsets are read here: non-decreasing from >= 0 to at most the packed rows,
+// each length at most its max_seqlen.
+void check_cu_seqlens_on_cpu(const Arg& cu, std::int64_t total, std::int64_t max_seqlen, const char* rows,
+                             const char* bound) {
+  const auto* c = static_cast<const std::int32_t*>(cu.t.data);
+  const std::int64_t n = cu.t.shape[0], step = cu.t.stride[0];
+  if (c[0] < 0) fail(Status::invalid_argument, "{}: [0] is {}, expected >= 0", cu.name, c[0]);
+  for (std::int64_t b = 0; b + 1 < n; ++b) {
+    const std::int64_t lo = c[b * step], hi = c[(b + 1) * step];
+    if (hi < lo)
+      fail(Status::invalid_argument, "{}: [{}] = {} is below [{}] = {}, expected non-decreasing offsets", cu.name, b + 1,
+           hi, b, lo);
+    if (hi > total)
+      fail(Status::invalid_argument, "{}: [{}] is {}, expected at most {} ({} rows)", cu.name, b + 1, hi, total, rows);
+    if (hi - lo > max_seqlen)
+      fail(Status::invalid_argument, "{}: sequence {} has {} rows, expected at most {} = {}", cu.name, b, hi - lo, bound,
+           max_seqlen);
+  }
 }
 
 // dtype and device must match q's (lse: device only; its dtype is fp32).
 void expect_like_q(const std::vector<Arg>& args, const Problem& p) {
   for (const Arg& a : args) {
-    if (a.rank == 4 && !a.index && a.t.dtype != p.dtype)
+    if (a.kind == Kind::rows && a.t.dtype != p.dtype)
       fail(Status::invalid_argument, "{}: dtype is {}, expected {} like q", a.name, to_string(a.t.dtype), to_string(p.dtype));
     if (a.t.device != p.device)
       fail(Status::invalid_argument, "{}: device is {}, expected {} like q (all tensors on one device)", a.name,
@@ -325,18 +392,21 @@ void check_gpu_limits(const std::vector<Arg>& args, const Problem& p) {
   if (p.batch > kGridYZ)
     fail(Status::unsupported, "q: shape[0] (batch) is {} on {}, expected at most {} for the GPU kernels' grid", p.batch,
          dev, kGridYZ);
-  const char* keys = p.paged ? "block_table: shape[1] (max_pages_per_seq) x k: shape[1] (page_size)" : "k: shape[1] (seqlen_k)";
-  for (const auto& [what, n] : {std::pair{"q: shape[1] (seqlen_q)", p.seqlen_q}, {keys, p.seqlen_k},
-                                {"k: shape[0] (num_pages)", p.num_pages}})
+  const char* keys = p.paged    ? "block_table: shape[1] (max_pages_per_seq) x k: shape[1] (page_size)"
+                     : p.varlen ? "varlen.max_seqlen_k"
+                                : "k: shape[1] (seqlen_k)";
+  const char* queries = p.varlen ? "varlen.max_seqlen_q" : "q: shape[1] (seqlen_q)";
+  for (const auto& [what, n] : {std::pair{queries, p.seqlen_q}, {keys, p.seqlen_k}, {"k: shape[0] (num_pages)", p.num_pages},
+                                {"q: shape[0] (total_q)", p.total_q}, {"k: shape[0] (total_k)", p.total_k}})
     if (n > kInt32) fail(Status::unsupported, "{} is {} on {}, expected at most 2^31 - 1 for the GPU kernels", what, n, dev);
   for (const Arg& a : args) {
-    const bool rows = a.rank == 4;
+    const bool rows = a.kind == Kind::rows;
     const std::size_t align = rows ? kGpuAlignmentBytes : sizeof(float);
     if (address(a.t.data) % align != 0)
       fail(Status::unsupported, "{}: data pointer {} is not {}-byte aligned, expected {}-byte alignment on {}{}", a.name,
            fmt::ptr(a.t.data), align, align, dev, rows ? " (the kernels use 16-byte vector loads)" : "");
     if (!rows || p.head_dim % 8 != 0) continue;
-    for (int i = 0; i < 3; ++i)
+    for (int i = 0; i + 1 < a.rank; ++i)
       if (a.t.stride[i] % 8 != 0)
         fail(Status::unsupported,
              "{}: stride[{}] ({}) is {} elements, expected a multiple of 8 on {} when head_dim % 8 == 0 "
@@ -391,15 +461,81 @@ void check_workspace(const BackwardArgs& args, const Problem& p, const std::vect
          fmt::ptr(args.workspace), kGpuAlignmentBytes, kGpuAlignmentBytes, device_name(p.device));
 }
 
+// Dense tensors are rank 4 (batch, seqlen, heads, head_dim), packed sequences rank 3
+// (total, heads, head_dim) with lse (heads_q, total_q).
+struct RowLayout {
+  const DimNames& query;
+  const DimNames& key;
+  const DimNames& lse;
+  int rank, lse_rank;
+};
+RowLayout row_layout(const PackedSequences& s) {
+  if (s.packed()) return {kPackedQueryDims, kPackedKeyDims, kPackedLseDims, 3, 2};
+  return {kQueryDims, kKeyDims, kLseDims, 4, 3};
+}
+std::array<std::int64_t, 4> query_shape(const Problem& p) {
+  if (p.varlen) return {p.total_q, p.heads_q, p.head_dim, 0};
+  return {p.batch, p.seqlen_q, p.heads_q, p.head_dim};
+}
+std::array<std::int64_t, 4> key_shape(const Problem& p) {
+  if (p.varlen) return {p.total_k, p.heads_kv, p.head_dim, 0};
+  return {p.batch, p.seqlen_k, p.heads_kv, p.head_dim};
+}
+
+// cu_seqlens_q and cu_seqlens_k come together; with a KV cache they are not supported yet.
+void check_packed_sequences(const PackedSequences& s, bool kv_cache) {
+  if (s.packed() && s.cu_seqlens_k.data == nullptr)
+    fail(Status::invalid_argument,
+         "varlen.cu_seqlens_k: data is null while varlen.cu_seqlens_q is set, expected both offsets of packed sequences");
+  if (!s.packed() && s.cu_seqlens_k.data != nullptr)
+    fail(Status::invalid_argument,
+         "varlen.cu_seqlens_q: data is null while varlen.cu_seqlens_k is set, expected both offsets of packed sequences");
+  if (s.packed() && kv_cache)
+    fail(Status::unsupported,
+         "varlen: packed sequences with a KV cache (block_table or seqused_k) are not supported yet, expected one of "
+         "them per call");
+}
+
+// Adds the offsets of packed sequences to the tensors and inputs (checked on their own).
+void add_packed_offsets(const std::array<Arg, 2>& cu, std::vector<Arg>& tensors, std::vector<Arg>& inputs) {
+  for (const Arg& a : cu)
+    if (a.t.data != nullptr) {
+      check_view(a);
+      tensors.push_back(a);
+      inputs.push_back(a);
+    }
+}
+
+Problem problem_of(const Arg& q, const Arg& k, const PackedSequences& s, const std::array<Arg, 2>& cu,
+                   const Tensor* block_table = nullptr) {
+  return s.packed() ? packed_geometry(q, k, s, cu[0], cu[1]) : geometry(q, k, block_table);
+}
+
+// After the backend's limits: on the CPU the offsets are read (the GPU clamps them instead).
+void check_packed_offsets(const Problem& p, const PackedSequences& s, const std::array<Arg, 2>& cu) {
+  if (!p.varlen || p.device != kCpu) return;
+  check_cu_seqlens_on_cpu(cu[0], p.total_q, s.max_seqlen_q, "q: shape[0] (total_q)", "varlen.max_seqlen_q");
+  check_cu_seqlens_on_cpu(cu[1], p.total_k, s.max_seqlen_k, "k: shape[0] (total_k)", "varlen.max_seqlen_k");
+}
+
+std::array<Arg, 2> offsets_args(const PackedSequences& s) {
+  return {Arg{"varlen.cu_seqlens_q", s.cu_seqlens_q, kCuSeqlensDims, 1, Kind::index},
+          Arg{"varlen.cu_seqlens_k", s.cu_seqlens_k, kCuSeqlensDims, 1, Kind::index}};
+}
+
 }  // namespace
 
 Problem validate_forward(const ForwardArgs& args) {
   const bool paged = args.block_table.data != nullptr;
-  const DimNames& kv_dims = paged ? kPageDims : kKeyDims;
-  const Arg q{"q", args.q, kQueryDims}, k{"k", args.k, kv_dims}, v{"v", args.v, kv_dims};
-  const Arg o{"o", args.o, kQueryDims}, lse{"lse", args.lse, kLseDims, 3};
-  const Arg block_table{"block_table", args.block_table, kBlockTableDims, 2, true};
-  const Arg seqused_k{"seqused_k", args.seqused_k, kSequsedDims, 1, true};
+  check_packed_sequences(args.varlen, paged || args.seqused_k.data != nullptr);
+  const RowLayout rl = row_layout(args.varlen);
+  const DimNames& kv_dims = paged ? kPageDims : rl.key;
+  const int kv_rank = paged ? 4 : rl.rank;
+  const Arg q{"q", args.q, rl.query, rl.rank}, k{"k", args.k, kv_dims, kv_rank}, v{"v", args.v, kv_dims, kv_rank};
+  const Arg o{"o", args.o, rl.query, rl.rank}, lse{"lse", args.lse, rl.lse, rl.lse_rank, Kind::lse};
+  const Arg block_table{"block_table", args.block_table, kBlockTableDims, 2, Kind::index};
+  const Arg seqused_k{"seqused_k", args.seqused_k, kSequsedDims, 1, Kind::index};
+  const std::array<Arg, 2> cu = offsets_args(args.varlen);
   std::vector<Arg> tensors{q, k, v, o};
   std::vector<Arg> inputs{q, k, v};
   for (const Arg& a : tensors) check_view(a);
@@ -409,14 +545,15 @@ Problem validate_forward(const ForwardArgs& args) {
       tensors.push_back(*a);
       inputs.push_back(*a);
     }
+  add_packed_offsets(cu, tensors, inputs);
 
-  Problem p = geometry(q, k, paged ? &args.block_table : nullptr);
+  Problem p = problem_of(q, k, args.varlen, cu, paged ? &args.block_table : nullptr);
   p.has_seqused_k = args.seqused_k.data != nullptr;
   if (p.has_seqused_k && args.seqused_k.shape[0] != p.batch)
     fail(Status::invalid_argument, "seqused_k: shape[0] (batch) is {}, expected {} like q", args.seqused_k.shape[0],
          p.batch);
-  expect_shape(v, {k.t.shape[0], k.t.shape[1], p.heads_kv, p.head_dim}, "k");  // v is laid out like k
-  expect_shape(o, {p.batch, p.seqlen_q, p.heads_q, p.head_dim}, "q");
+  expect_shape(v, {k.t.shape[0], k.t.shape[1], k.t.shape[2], k.t.shape[3]}, "k");  // v is laid out like k
+  expect_shape(o, query_shape(p), "q");
   p.has_lse = args.lse.data != nullptr;  // null: the caller does not want lse
   if (p.has_lse) {
     check_lse(lse, p);
@@ -428,27 +565,35 @@ Problem validate_forward(const ForwardArgs& args) {
   check_outputs_apart(inputs, outputs);
   p.options = resolve_options(args.options, p.head_dim);
   check_backend_limits(tensors, p);
+  check_packed_offsets(p, args.varlen, cu);
   return p;
 }
 
 Problem validate_backward(const BackwardArgs& args) {
-  const Arg q{"q", args.q, kQueryDims}, k{"k", args.k, kKeyDims}, v{"v", args.v, kKeyDims};
-  const Arg o{"o", args.o, kQueryDims}, dout{"dout", args.dout, kQueryDims};
-  const Arg dq{"dq", args.dq, kQueryDims}, dk{"dk", args.dk, kKeyDims}, dv{"dv", args.dv, kKeyDims};
-  const Arg lse{"lse", args.lse, kLseDims, 3};
+  check_packed_sequences(args.varlen, false);
+  const RowLayout rl = row_layout(args.varlen);
+  const Arg q{"q", args.q, rl.query, rl.rank}, k{"k", args.k, rl.key, rl.rank}, v{"v", args.v, rl.key, rl.rank};
+  const Arg o{"o", args.o, rl.query, rl.rank}, dout{"dout", args.dout, rl.query, rl.rank};
+  const Arg dq{"dq", args.dq, rl.query, rl.rank}, dk{"dk", args.dk, rl.key, rl.rank}, dv{"dv", args.dv, rl.key, rl.rank};
+  const Arg lse{"lse", args.lse, rl.lse, rl.lse_rank, Kind::lse};
+  const std::array<Arg, 2> cu = offsets_args(args.varlen);
   std::vector<Arg> tensors{q, k, v, o, dout, dq, dk, dv};
   for (const Arg& a : tensors) check_view(a);
+  std::vector<Arg> inputs{q, k, v, o, dout};
+  add_packed_offsets(cu, tensors, inputs);
 
-  Problem p = geometry(q, k);
-  for (const Arg* a : {&v, &dk, &dv}) expect_shape(*a, {p.batch, p.seqlen_k, p.heads_kv, p.head_dim}, "k");
-  for (const Arg* a : {&o, &dout, &dq}) expect_shape(*a, {p.batch, p.seqlen_q, p.heads_q, p.head_dim}, "q");
+  Problem p = problem_of(q, k, args.varlen, cu);
+  for (const Arg* a : {&v, &dk, &dv}) expect_shape(*a, key_shape(p), "k");
+  for (const Arg* a : {&o, &dout, &dq}) expect_shape(*a, query_shape(p), "q");
   check_lse(lse, p);  // backward recomputes P from lse: required
   tensors.push_back(lse);
+  inputs.push_back(lse);
   expect_like_q(tensors, p);
-  check_outputs_apart({q, k, v, o, dout, lse}, {dq, dk, dv});
+  check_outputs_apart(inputs, {dq, dk, dv});
   p.options = resolve_options(args.options, p.head_dim);
   check_workspace(args, p, tensors);
   check_backend_limits(tensors, p);
+  check_packed_offsets(p, args.varlen, cu);
   return p;
 }
 

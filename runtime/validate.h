@@ -27,6 +27,10 @@ struct Problem {
   std::int64_t num_pages = 0, page_size = 0, max_pages_per_seq = 0;
   bool has_seqused_k = false;
   bool kv_cache() const { return paged || has_seqused_k; }
+  // Packed variable-length sequences (PackedSequences): batch is the number of sequences,
+  // seqlen_q and seqlen_k are max_seqlen_q and max_seqlen_k, total_q and total_k the packed rows.
+  bool varlen = false;
+  std::int64_t total_q = 0, total_k = 0;
 };
 
 // head_dim ranges each backend supports.

@@ -52,6 +52,24 @@ struct AttentionOptions {
   bool deterministic = false;
 };
 
+// Packed variable-length batches (FlashAttention's varlen), optional: cu_seqlens_q.data null
+// means a dense batch. With it the batch is packed along one token dimension, every tensor
+// one rank lower: q, o, dout, dq (total_q, heads_q, head_dim); k, v, dk, dv (total_k,
+// heads_kv, head_dim); lse fp32 (heads_q, total_q), contiguous. cu_seqlens_q and cu_seqlens_k
+// are int32 (batch + 1,) on q's device: sequence b is rows [cu_seqlens_q[b], cu_seqlens_q[b +
+// 1]) of q and [cu_seqlens_k[b], cu_seqlens_k[b + 1]) of k and v, non-decreasing from >= 0 to
+// at most the total; max_seqlen_q and max_seqlen_k (>= 1) bound the lengths and size the GPU
+// grid. Every option applies per sequence (causal and window masks bottom-right aligned to its
+// own lengths); a sequence without keys gets o = 0 and lse = -inf, one without queries
+// nothing. The CPU backend reads cu_seqlens and rejects violations (invalid_argument); the GPU
+// kernels read them on the device (CUDA-graph safe) and clamp instead: rows past max_seqlen or
+// outside the tensors are neither read nor written.
+struct PackedSequences {
+  Tensor cu_seqlens_q = {}, cu_seqlens_k = {};
+  std::int64_t max_seqlen_q = 0, max_seqlen_k = 0;
+  bool packed() const { return cu_seqlens_q.data != nullptr; }
+};
+
 // Outputs (o, lse; dq, dk, dv) must not share memory with any input or with each other, and
 // every output element needs an address of its own (no zero or interleaving strides);
 // views of one buffer that interleave without sharing elements (packed q/k/v, dq/dk/dv)
@@ -76,6 +94,8 @@ struct ForwardArgs {
   // window masks align to that count (bottom-right). A sequence with no key gets o = 0 and
   // lse = -inf. Read on the device by the kernels: the call stays CUDA-graph safe.
   Tensor seqused_k = {};
+  // Packed variable-length sequences (see PackedSequences); not with a KV cache yet.
+  PackedSequences varlen = {};
 };
 
 // Logit range. The backward, like FlashAttention's, recomputes P = exp(s - lse) from the
@@ -93,6 +113,8 @@ struct BackwardArgs {
   // when null the runtime allocates stream-ordered memory on the caller's stream.
   void* workspace = nullptr;
   std::size_t workspace_bytes = 0;
+  // Packed variable-length sequences, as the forward had them (see PackedSequences).
+  PackedSequences varlen = {};
 };
 
 enum class LogLevel : int { debug = 0, info = 1, warning = 2, error = 3 };

@@ -35,9 +35,10 @@ struct BwdDkdvKernel {
     const Layout l(smem_u32(dynamic_smem()));
     const Split split(warp);
     const int n_block = w.block, h_kv = w.head;
-    const DenseOffsets off(p, w.batch);
+    const typename Cfg::Offsets off(p, w.batch);
     const int group = p.heads_q / p.heads_kv;
     const int n0 = n_block * Cfg::kBlockN;
+    if (off.past_keys(n0)) return;  // a packed sequence shorter than the grid
     const int rows_k = min(Cfg::kBlockN, off.seqlen_k() - n0);
 
     Producer::load_kv(p, off, l, h_kv, n0, rows_k, tid);

@@ -35,8 +35,9 @@ struct BwdDkdvKernelSm90 {
 
     const WorkTile w = Scheduler::first();
     const int h_kv = w.head;
-    const DenseOffsets off(p, w.batch);
+    const typename Cfg::Offsets off(p, w.batch);
     const int n0 = w.block * Cfg::kBlockN;
+    if (off.past_keys(n0)) return;  // a packed sequence shorter than the grid: the whole CTA
     const int rows_k = min(Cfg::kBlockN, off.seqlen_k() - n0);
     const Visibility<Cfg::kLocal> vis(off.seqlen_q(), off.seqlen_k(), p.window_left, p.window_right);
     const DkdvWorkItems<Cfg> items(vis, h_kv, p.heads_q / p.heads_kv, n0, rows_k);
@@ -45,7 +46,7 @@ struct BwdDkdvKernelSm90 {
     if (wg == 0) {
       setmaxnreg_dec<kProducerRegisters>();
       const int warp = threadIdx.x >> 5;
-      if (warp == 0) Mainloop::load(p, off, l, w.batch, h_kv, n0, items);
+      if (warp == 0) Mainloop::load(p, off, l, h_kv, n0, items);
       if (warp == 1) Mainloop::write_dq(p, off, l, items);
       return;
     }

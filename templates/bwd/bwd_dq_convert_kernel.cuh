@@ -22,7 +22,8 @@ struct BwdDqConvertKernel {
     constexpr int kD = Cfg::kHeadDimPadded;
     const int tid = threadIdx.x;
     const int m0 = w.block * Cfg::kBlockM, h = w.head;
-    const DenseOffsets off(p, w.batch);
+    const typename Cfg::Offsets off(p, w.batch);
+    if (off.past_queries(m0)) return;  // a packed sequence shorter than the grid
     const float* acc = p.dq_accum + (off.accum_row(h) + m0) * kD;
     u16* dq = off.dq(h, m0);
     const int rows = min(Cfg::kBlockM, off.seqlen_q() - m0);

@@ -22,7 +22,8 @@ struct BwdPreprocessKernel {
     using E = typename Cfg::Element;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int m0 = w.block * Cfg::kBlockM, h = w.head;
-    const DenseOffsets off(p, w.batch);
+    const typename Cfg::Offsets off(p, w.batch);
+    if (off.past_accum_rows(m0)) return;  // past a packed sequence's accumulator rows
     const i64 row_base = off.accum_row(h) + m0;
 
     const u16* o = off.o(h, 0);

@@ -26,7 +26,7 @@ struct StoreGroup {
 template <class Cfg, class Group = StoreGroup<Cfg::kThreads>>
 struct DkdvEpilogue {
   template <class Layout, class Split>
-  static __device__ __forceinline__ void store(const FlashAttentionParams& p, const DenseOffsets& off, const Layout& l,
+  static __device__ __forceinline__ void store(const FlashAttentionParams& p, const typename Cfg::Offsets& off, const Layout& l,
                                                const Split& split, int h_kv, int n0, int rows_k,
                                                const typename Split::Accumulator& acc_dk,
                                                const typename Split::Accumulator& acc_dv, int tid, int lane) {

@@ -84,7 +84,7 @@ struct DkdvWarpSplit {
 // stage of Q, dO, lse * log2e and D.
 template <class Cfg, class Layout>
 struct DkdvProducer {
-  __device__ __forceinline__ static void load_kv(const FlashAttentionParams& p, const DenseOffsets& off,
+  __device__ __forceinline__ static void load_kv(const FlashAttentionParams& p, const typename Cfg::Offsets& off,
                                                  const Layout& l, int h_kv, int n0, int rows_k, int tid) {
     using KV = typename Layout::KV;
     load_tile<KV, Cfg::kThreads, Cfg::kHeadDim, Cfg::kVecLoad>(l.s_k, off.k(h_kv, n0), p.k_stride.row, rows_k, tid);
@@ -93,7 +93,7 @@ struct DkdvProducer {
   }
 
   // Rows with no visible key (lse = -inf) and rows past seqlen_q get lse * log2e = +inf: P = 0.
-  __device__ __forceinline__ static void load_stage(const FlashAttentionParams& p, const DenseOffsets& off,
+  __device__ __forceinline__ static void load_stage(const FlashAttentionParams& p, const typename Cfg::Offsets& off,
                                                     const Layout& l, int h, int m0, int stage, int tid) {
     using Q = typename Layout::Q;
     const u32 dst = l.s_q(stage);

@@ -22,7 +22,7 @@ struct DkdvMainloopSm80 {
 
   // Q tile m0 of query head h (in `stage`) folded into dK and dV.
   template <class Vis>
-  static __device__ __forceinline__ void consume(const FlashAttentionParams& p, const DenseOffsets& off,
+  static __device__ __forceinline__ void consume(const FlashAttentionParams& p, const typename Cfg::Offsets& off,
                                                  const Vis& vis, const Layout& l, const Split& split, int stage, int h,
                                                  int m0, int n0, int tid, int warp, int lane, float softcap_pre,
                                                  typename Split::Accumulator& acc_dk,

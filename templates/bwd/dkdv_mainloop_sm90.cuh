@@ -22,7 +22,7 @@ struct DkdvMainloopSm90 {
   static_assert(Split::kRT == 1, "a warp's 16 keys are its rows of the warpgroup's 64");
 
   template <class Vis>
-  static __device__ __forceinline__ void consume(const FlashAttentionParams& p, const DenseOffsets& off,
+  static __device__ __forceinline__ void consume(const FlashAttentionParams& p, const typename Cfg::Offsets& off,
                                                  const Vis& vis, const Layout& l, const Split& split, int stage, int h,
                                                  int m0, int n0, int tid, int warp, int lane, float softcap_pre,
                                                  typename Split::Accumulator& acc_dk,

@@ -23,7 +23,7 @@ struct DkdvMainloopSm90SharedScores {
   static_assert(Split::kRT == 1 && Split::kWarpsD == 2, "one head-dim half per warpgroup");
 
   template <class Vis>
-  static __device__ __forceinline__ void consume(const FlashAttentionParams& p, const DenseOffsets& off,
+  static __device__ __forceinline__ void consume(const FlashAttentionParams& p, const typename Cfg::Offsets& off,
                                                  const Vis& vis, const Layout& l, const Split& split, int stage, int h,
                                                  int m0, int n0, int tid, int warp, int lane, float softcap_pre,
                                                  typename Split::Accumulator& acc_dk,

@@ -82,8 +82,9 @@ struct DkdvMainloopSm90Ws {
   // ---- producer warp (all 32 lanes) ----
   // K, V rows n0.. of head h_kv, then per work item the Q and dO tile with its lse * log2e
   // and D (rows with no visible key or past seqlen_q get lse * log2e = +inf: P = 0; and D = 0).
-  static __device__ __forceinline__ void load(const FlashAttentionParams& p, const DenseOffsets& off, const Layout& l,
-                                              int batch, int h_kv, int n0, const DkdvWorkItems<Cfg>& items) {
+  static __device__ __forceinline__ void load(const FlashAttentionParams& p, const typename Cfg::Offsets& off, const Layout& l,
+                                              int h_kv, int n0, const DkdvWorkItems<Cfg>& items) {
+    const int batch = off.tma_batch();
     using Q = typename Layout::Q;
     using KV = typename Layout::KV;
     const int lane = threadIdx.x & 31;
@@ -95,8 +96,8 @@ struct DkdvMainloopSm90Ws {
       mbarrier_arrive_expect_tx(l.kv_full, 2 * KV::kBytes);
 #pragma unroll
       for (int cb = 0; cb < kColBlocks; ++cb) {
-        tma_load_4d(l.s_k + cb * KV::kBlockBytes, &p.tma_k, l.kv_full, 64 * cb, n0, h_kv, batch);
-        tma_load_4d(l.s_v + cb * KV::kBlockBytes, &p.tma_v, l.kv_full, 64 * cb, n0, h_kv, batch);
+        tma_load_4d(l.s_k + cb * KV::kBlockBytes, &p.tma_k, l.kv_full, 64 * cb, off.tma_k_row(n0), h_kv, batch);
+        tma_load_4d(l.s_v + cb * KV::kBlockBytes, &p.tma_v, l.kv_full, 64 * cb, off.tma_k_row(n0), h_kv, batch);
       }
     }
     PipelineState st = Pipeline::producer_start();
@@ -108,8 +109,8 @@ struct DkdvMainloopSm90Ws {
         const u32 bar = l.ring.producer_expect(st, 2 * Q::kBytes);
 #pragma unroll
         for (int cb = 0; cb < kColBlocks; ++cb) {
-          tma_load_4d(q + cb * Q::kBlockBytes, &p.tma_q, bar, 64 * cb, m0, h, batch);
-          tma_load_4d(dout + cb * Q::kBlockBytes, &p.tma_do, bar, 64 * cb, m0, h, batch);
+          tma_load_4d(q + cb * Q::kBlockBytes, &p.tma_q, bar, 64 * cb, off.tma_q_row(m0), h, batch);
+          tma_load_4d(dout + cb * Q::kBlockBytes, &p.tma_do, bar, 64 * cb, off.tma_q_row(m0), h, batch);
         }
       }
       __syncwarp();
@@ -130,7 +131,7 @@ struct DkdvMainloopSm90Ws {
 
   // ---- dQ writer warp (all 32 lanes; one issues) ----
   // Per item: once the consumers have staged dQ, dQ_accum rows m0.. += the tile.
-  static __device__ __forceinline__ void write_dq(const FlashAttentionParams& p, const DenseOffsets& off,
+  static __device__ __forceinline__ void write_dq(const FlashAttentionParams& p, const typename Cfg::Offsets& off,
                                                   const Layout& l, const DkdvWorkItems<Cfg>& items) {
     if constexpr (kDq) {
       const int total = items.total;

@@ -13,7 +13,7 @@ struct FwdEpilogue {
   // `Tile` at s_o (the Q tile: every warp is done reading it) stages O. The warp's rows start
   // at warp_row0 of the tile, whose first query is m0.
   template <class Tile, int kRT, int kDT>
-  static __device__ __forceinline__ void store(const FlashAttentionParams& p, const DenseOffsets& off, u32 s_o, int h,
+  static __device__ __forceinline__ void store(const FlashAttentionParams& p, const typename Cfg::Offsets& off, u32 s_o, int h,
                                                int m0, int rows_q, const float (&acc_o)[kRT][kDT][4],
                                                const float (&lse)[kRT][2], int warp_row0, int tid, int lane) {
     store_fragments<typename Cfg::Element, Tile, false>(s_o, acc_o, warp_row0, 0, 1.0f, lane);

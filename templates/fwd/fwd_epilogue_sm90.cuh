@@ -2,6 +2,8 @@
 // divided by l) rounded to 16 bits into the warpgroup's own rows of the Q tile (its last
 // product reading them has retired), then to global by TMA stores, which clip rows past
 // the sequence end and columns past the head dim; lse = m + log(l) straight from registers.
+// Packed sequences end inside the tensor, where a TMA store would not clip: their rows are
+// stored by the warpgroup's threads instead.
 #pragma once
 
 #include "arch/fence.cuh"
@@ -18,8 +20,8 @@ struct FwdEpilogueSm90 {
   // `Tile` at s_q is the Q tile; warpgroup `wg` owns its rows 64 wg .. 64 wg + 63. The
   // warpgroup's named barrier `barrier` orders its shared-memory writes before the store.
   template <class Tile, int kDT>
-  static __device__ __forceinline__ void store(const FlashAttentionParams& p, const DenseOffsets& off, u32 s_q,
-                                               int batch, int h, int m0, int rows_q, const float (&o)[1][kDT][4],
+  static __device__ __forceinline__ void store(const FlashAttentionParams& p, const typename Cfg::Offsets& off, u32 s_q,
+                                               int h, int m0, int rows_q, const float (&o)[1][kDT][4],
                                                const float (&lse)[1][2], int wg, int barrier) {
     const int lane = threadIdx.x & 31;
     const int q_row0 = 64 * wg;
@@ -34,12 +36,20 @@ struct FwdEpilogueSm90 {
         if (row < rows_q) lse_row[row] = lse[0][hh];
       }
     }
+    if constexpr (!Cfg::Offsets::kTmaStoreClips) {
+      named_barrier_sync(barrier, 128);
+      // The warpgroup's rows: its 64-row slice of each 64-column block (rows are 128 bytes there).
+      store_tile<Tile, 128, Cfg::kHeadDim, Cfg::kVecLoad>(off.o(h, m0 + q_row0), p.o_stride.row, s_q + q_row0 * 128,
+                                                          min(64, rows_q - q_row0), threadIdx.x & 127);
+      return;
+    }
     fence_async_shared();  // the TMA store reads shared memory through the async proxy
     named_barrier_sync(barrier, 128);
     if ((threadIdx.x & 127) == 0) {
 #pragma unroll
       for (int cb = 0; cb < Cfg::kHeadDimCols / 64; ++cb)
-        tma_store_4d(&p.tma_o, s_q + cb * Tile::kBlockBytes + q_row0 * 128, 64 * cb, m0 + q_row0, h, batch);
+        tma_store_4d(&p.tma_o, s_q + cb * Tile::kBlockBytes + q_row0 * 128, 64 * cb, off.tma_q_row(m0 + q_row0), h,
+                     off.tma_batch());
       tma_store_commit();
       tma_store_wait_read<0>();  // the CTA's shared memory must outlive the store's reads
     }

@@ -30,7 +30,8 @@ struct FwdKernel {
     const int h = w.head;
     const int h_kv = h / (p.heads_q / p.heads_kv);
     const int m0 = w.block * Cfg::kBlockM;
-    const DenseOffsets off(p, w.batch);
+    const typename Cfg::Offsets off(p, w.batch);
+    if (off.past_queries(m0)) return;  // a packed sequence shorter than the grid
     const int rows_q = min(Cfg::kBlockM, off.seqlen_q() - m0);
     const int warp_row0 = warp * 16 * Mainloop::kRT;  // within the tile
     const Mainloop mainloop(off, smem_u32(dynamic_smem()), h_kv, rows_q);

@@ -40,7 +40,8 @@ struct FwdKernelSm90 {
     const int h = w.head;
     const int h_kv = h / (p.heads_q / p.heads_kv);
     const int m0 = w.block * Cfg::kBlockM;
-    const DenseOffsets off(p, w.batch);
+    const typename Cfg::Offsets off(p, w.batch);
+    if (off.past_queries(m0)) return;  // a packed sequence shorter than the grid: the whole CTA
     const int rows_q = min(Cfg::kBlockM, off.seqlen_q() - m0);
     const Visibility<Cfg::kLocal> vis(off.seqlen_q(), off.seqlen_k(), p.window_left, p.window_right);
     int key_lo, key_hi, n_begin, n_end;
@@ -50,7 +51,7 @@ struct FwdKernelSm90 {
     const int wg = warpgroup_index();
     if (wg == 0) {
       setmaxnreg_dec<kProducerRegisters>();
-      if (threadIdx.x == 0) mainloop.load(p, w.batch, h, h_kv, m0, n_begin, n_end);
+      if (threadIdx.x == 0) mainloop.load(p, off, h, h_kv, m0, n_begin, n_end);
       return;
     }
     setmaxnreg_inc<kConsumerRegisters>();
@@ -61,7 +62,7 @@ struct FwdKernelSm90 {
     mainloop.mma(p, vis, m0, rows_q, n_begin, n_end, wg - 1, o, ledger);
     float lse[1][2];
     ledger.finish(o, p.scale_log2, lse);
-    Epilogue::template store<typename Layout::Q>(p, off, mainloop.s_q, w.batch, h, m0, rows_q, o, lse, wg - 1,
+    Epilogue::template store<typename Layout::Q>(p, off, mainloop.s_q, h, m0, rows_q, o, lse, wg - 1,
                                                  Mainloop::Barriers::kEpilogue + wg - 1);
   }
 };

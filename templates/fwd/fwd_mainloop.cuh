@@ -43,11 +43,11 @@ struct FwdMainloop {
   const u16 *k, *v;
   int rows_q;
 
-  __device__ __forceinline__ FwdMainloop(const DenseOffsets& off, u32 smem, int h_kv, int rows_q_)
+  __device__ __forceinline__ FwdMainloop(const typename Cfg::Offsets& off, u32 smem, int h_kv, int rows_q_)
       : s_q(smem), s_kv(smem + Layout::Q::kBytes), k(off.k(h_kv, 0)), v(off.v(h_kv, 0)), rows_q(rows_q_) {}
 
   // Producer: Q (one commit group of its own, before the K/V pipeline's).
-  __device__ __forceinline__ void load_q(const FlashAttentionParams& p, const DenseOffsets& off, int h, int m0,
+  __device__ __forceinline__ void load_q(const FlashAttentionParams& p, const typename Cfg::Offsets& off, int h, int m0,
                                          int tid) const {
     load_tile<typename Layout::Q, Cfg::kThreads, Cfg::kHeadDim, Cfg::kVecLoad>(s_q, off.q(h, m0), p.q_stride.row,
                                                                                rows_q, tid);
@@ -55,7 +55,7 @@ struct FwdMainloop {
   }
 
   // Producer: K/V tile n_block into `stage`.
-  __device__ __forceinline__ void load_kv(const FlashAttentionParams& p, const DenseOffsets& off, int n_block,
+  __device__ __forceinline__ void load_kv(const FlashAttentionParams& p, const typename Cfg::Offsets& off, int n_block,
                                           int stage, int tid) const {
     const int n0 = n_block * Cfg::kBlockN;
     load_kv_tiles<typename Layout::KV, Cfg::kThreads, Cfg::kHeadDim, Cfg::kVecLoad>(

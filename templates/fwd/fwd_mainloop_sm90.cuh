@@ -77,21 +77,22 @@ struct FwdMainloopSm90 {
 
   // ---- producer (one thread) ----
   // Q rows m0.. of head h, then the key tiles n_end-1 down to n_begin of head h_kv.
-  __device__ __forceinline__ void load(const FlashAttentionParams& p, int batch, int h, int h_kv, int m0, int n_begin,
-                                       int n_end) const {
+  __device__ __forceinline__ void load(const FlashAttentionParams& p, const typename Cfg::Offsets& off, int h, int h_kv,
+                                       int m0, int n_begin, int n_end) const {
+    const int batch = off.tma_batch();
     tma_prefetch_descriptor(&p.tma_q);
     tma_prefetch_descriptor(&p.tma_k);
     tma_prefetch_descriptor(&p.tma_v);
     mbarrier_arrive_expect_tx(q_full, Layout::Q::kBytes);
 #pragma unroll
     for (int cb = 0; cb < kColBlocks; ++cb)
-      tma_load_4d(s_q + cb * Layout::Q::kBlockBytes, &p.tma_q, q_full, 64 * cb, m0, h, batch);
+      tma_load_4d(s_q + cb * Layout::Q::kBlockBytes, &p.tma_q, q_full, 64 * cb, off.tma_q_row(m0), h, batch);
     PipelineState k_st = Pipeline::producer_start(), v_st = Pipeline::producer_start();
     for (int n = n_end - 1; n >= n_begin; --n) {
-      load_kv(p.tma_k, k_pipe, k_st, s_k, batch, h_kv, n);
-      if (n + 1 < n_end) load_kv(p.tma_v, v_pipe, v_st, s_v, batch, h_kv, n + 1);
+      load_kv(p.tma_k, k_pipe, k_st, s_k, off, h_kv, n);
+      if (n + 1 < n_end) load_kv(p.tma_v, v_pipe, v_st, s_v, off, h_kv, n + 1);
     }
-    if (n_begin < n_end) load_kv(p.tma_v, v_pipe, v_st, s_v, batch, h_kv, n_begin);
+    if (n_begin < n_end) load_kv(p.tma_v, v_pipe, v_st, s_v, off, h_kv, n_begin);
   }
 
   // ---- consumer (one warpgroup, `wg` of kConsumers) ----
@@ -174,14 +175,16 @@ struct FwdMainloopSm90 {
 
  private:
   // Producer: key tile n into the ring's next stage (one TMA box per 64 columns; the full
-  // box's bytes, zero-filled rows past the sequence end included).
+  // box's bytes, zero-filled rows past the tensor's end included; rows past the sequence's
+  // end are masked).
   __device__ __forceinline__ void load_kv(const FlashTensorMap& map, const Pipeline& pipe, PipelineState& st, u32 ring,
-                                          int batch, int h_kv, int n) const {
+                                          const typename Cfg::Offsets& off, int h_kv, int n) const {
     const u32 bar = pipe.producer_acquire(st, Layout::KV::kBytes);
     const u32 dst = ring + st.index * Layout::KV::kBytes;
 #pragma unroll
     for (int cb = 0; cb < kColBlocks; ++cb)
-      tma_load_4d(dst + cb * Layout::KV::kBlockBytes, &map, bar, 64 * cb, n * Cfg::kBlockN, h_kv, batch);
+      tma_load_4d(dst + cb * Layout::KV::kBlockBytes, &map, bar, 64 * cb, off.tma_k_row(n * Cfg::kBlockN), h_kv,
+                  off.tma_batch());
     st.advance(Cfg::kStages);
   }
 

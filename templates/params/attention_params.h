@@ -22,6 +22,10 @@ struct FlashTensorMap {
 // in shared memory).
 enum { kFlashMaxSplits = 128 };
 
+// The dQ accumulator's and D's rows per sequence are a multiple of this (every pass that
+// indexes them has a block_m dividing it).
+enum { kFlashDqRowRounding = 128 };
+
 struct FlashAttentionParams {
   // Forward inputs/outputs (also read by backward).
   const void* q;
@@ -79,6 +83,18 @@ struct FlashAttentionParams {
   long long block_table_stride;
   int page_size;
   int num_pages;
+
+  // Packed variable-length sequences (kernels with kVarlen; attention/offsets.cuh,
+  // VarlenOffsets). Sequence b is rows [cu_seqlens_q[b], cu_seqlens_q[b + 1]) of q, o, dout and
+  // dq and rows [cu_seqlens_k[b], cu_seqlens_k[b + 1]) of k, v, dk and dv, clamped to the
+  // total_q (total_k) packed rows and to seqlen_q (seqlen_k) rows, which hold max_seqlen_q
+  // (max_seqlen_k). The strides' batch members are 0; lse is (heads_q, total_q); the dQ
+  // accumulator and D hold total_q + kFlashDqRowRounding * batch rows per head, sequence b's
+  // from cu_seqlens_q[b] + kFlashDqRowRounding * b. (Appended, as the KV cache's fields.)
+  const int* cu_seqlens_q;
+  const int* cu_seqlens_k;
+  int total_q;
+  int total_k;
 };
 
 #endif

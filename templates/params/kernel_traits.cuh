@@ -1,10 +1,11 @@
 // What every kernel derives from the generated Spec (the KernelSpec's fields and the
 // host-derived constants: kHeadDim, kHeadDimPadded, kBlockM, kBlockN, kWarps, kStages,
-// kCausal, kWindow, kSoftcap, kDeterministic, kPaged, kIsBf16, kVecLoad, kWgmma). Kernels and
+// kCausal, kWindow, kSoftcap, kDeterministic, kPaged, kVarlen, kIsBf16, kVecLoad, kWgmma). Kernels and
 // their pieces are templates over these traits; nothing is configured by globals.
 #pragma once
 
 #include "arch/numeric.cuh"
+#include "attention/offsets.cuh"
 #include "tile/smem_tile.cuh"
 
 namespace flash {
@@ -19,6 +20,8 @@ struct KernelTraits : Spec {
   static constexpr int kHeadDimCols = Spec::kWgmma ? (Spec::kHeadDimPadded + 63) / 64 * 64 : Spec::kHeadDimPadded;
 
   using Element = Element16<Spec::kIsBf16>;
+  // Where each (batch, head) slice starts and how long its sequences are: dense or packed.
+  using Offsets = SeqOffsets<Spec::kVarlen>;
   // The tiles the products read: wgmma's layout on the wgmma path, SmemTile otherwise.
   template <int R, int C>
   using Tile = KernelTile<Spec::kWgmma, R, C>;

@@ -126,7 +126,7 @@ TEST(SpecFields, KeepsTheEstablishedSpellings) {
             "\"fp16\",\"dynamic_shared_bytes\":" +
                 std::to_string(b.shared_memory_bytes()) +
                 ",\"head_dim\":59,\"paged\":false,\"pass\":\"bwd_dq\",\"softcap\":true,\"stages\":2,\"uri\":\"" + b.uri() +
-                "\",\"warps\":4,\"window\":true}");
+                "\",\"varlen\":false,\"warps\":4,\"window\":true}");
 
   ProblemKey p;
   p.head_dim = 64;
@@ -150,7 +150,8 @@ TEST(SpecFields, DeviceConstantsComeFromTheTable) {
   EXPECT_THAT(lines, ::testing::ElementsAre("int kHeadDim = 96", "bool kIsBf16 = false", "int kBlockM = 128",
                                             "int kBlockN = 32", "int kWarps = 4", "int kStages = 2",
                                             "bool kCausal = false", "bool kWindow = false", "bool kSoftcap = true",
-                                            "bool kDeterministic = false", "bool kPaged = false"));
+                                            "bool kDeterministic = false", "bool kPaged = false",
+                                            "bool kVarlen = false"));
   for (const DeviceConstant& c : device_constants(s)) EXPECT_FALSE(c.doc.empty()) << c.name;
 }
 
