@@ -123,6 +123,7 @@ const RuntimeOptions& Runtime::options() const { return impl_->options; }
 void Runtime::forward(const ForwardArgs& args, void* stream) {
   const Problem p = validate_forward(args);
   if (p.device == kCpu && p.kv_cache()) return cpu::kv_cache_forward(args, p, impl_->options.cpu_threads);
+  if (p.device == kCpu && p.varlen) return cpu::varlen_forward(args, p, impl_->options.cpu_threads);
   if (p.device == kCpu) return cpu::tiled_forward(args, p, impl_->options.cpu_threads);
   ensure_context(p.device);
   gpu_forward(impl_->kernels(), args, p, static_cast<CUstream>(stream), impl_->kernels_for(p, TunedPass::forward));
@@ -130,6 +131,7 @@ void Runtime::forward(const ForwardArgs& args, void* stream) {
 
 void Runtime::backward(const BackwardArgs& args, void* stream) {
   const Problem p = validate_backward(args);
+  if (p.device == kCpu && p.varlen) return cpu::varlen_backward(args, p, impl_->options.cpu_threads);
   if (p.device == kCpu) return cpu::tiled_backward(args, p, impl_->options.cpu_threads);
   ensure_context(p.device);
   gpu_backward(impl_->kernels(), args, p, static_cast<CUstream>(stream), impl_->kernels_for(p, TunedPass::backward));

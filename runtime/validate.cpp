@@ -15,6 +15,7 @@
 #include <utility>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace flashgen {
@@ -253,6 +254,17 @@ void check_heads(const Problem& p, int dim) {
          dim, p.heads_kv, p.heads_q);
 }
 
+// Zero strides let a view of any element count fit in memory; the backends count elements
+// and tasks in int64.
+void check_element_count(const Arg& a) {
+  std::int64_t n = 1;
+  bool overflow = false;
+  for (int i = 0; i < a.rank; ++i) overflow |= __builtin_mul_overflow(n, a.t.shape[i], &n);
+  if (overflow)
+    fail(Status::invalid_argument, "{}: shape ({}) has more than 2^63 elements, expected a size that int64 counts",
+         a.name, fmt::join(a.shape(), ", "));
+}
+
 // The geometry q and k define; k must agree with q on batch and head_dim (a paged k: on
 // head_dim, its pages are (num_pages, page_size, heads_kv, head_dim)).
 Problem geometry(const Arg& q, const Arg& k, const Tensor* block_table = nullptr) {
@@ -282,16 +294,7 @@ Problem geometry(const Arg& q, const Arg& k, const Tensor* block_table = nullptr
   } else {
     expect_shape(k, {p.batch, p.seqlen_k, p.heads_kv, p.head_dim}, "q");
   }
-  // Zero strides let a view of any element count fit in memory; the backends count elements
-  // and tasks in int64.
-  for (const Arg* a : {&q, &k}) {
-    std::int64_t n = 1;
-    bool overflow = false;
-    for (int i = 0; i < 4; ++i) overflow |= __builtin_mul_overflow(n, a->t.shape[i], &n);
-    if (overflow)
-      fail(Status::invalid_argument, "{}: shape ({}) has more than 2^63 elements, expected a size that int64 counts",
-           a->name, fmt::join(a->shape(), ", "));
-  }
+  for (const Arg* a : {&q, &k}) check_element_count(*a);
   check_heads(p, 2);
   return p;
 }
@@ -309,15 +312,15 @@ Problem packed_geometry(const Arg& q, const Arg& k, const PackedSequences& s, co
   p.dtype = q.t.dtype;
   p.device = q.t.device;
   expect_shape(k, {p.total_k, p.heads_kv, p.head_dim, 0}, "q (head_dim)");
+  for (const Arg* a : {&q, &k}) check_element_count(*a);
   if (cu_q.t.shape[0] < 2)
     fail(Status::invalid_argument, "varlen.cu_seqlens_q: shape[0] (batch + 1) is {}, expected >= 2 (one sequence or more)",
          cu_q.t.shape[0]);
   p.batch = cu_q.t.shape[0] - 1;
   expect_shape(cu_k, {cu_q.t.shape[0], 0, 0, 0}, "varlen.cu_seqlens_q");
-  if (s.max_seqlen_q < 1 || s.max_seqlen_k < 1)
-    fail(Status::invalid_argument,
-         "varlen.max_seqlen_q/max_seqlen_k: are {}/{}, expected >= 1 (bounds on the sequences' lengths)", s.max_seqlen_q,
-         s.max_seqlen_k);
+  for (const auto& [name, n] : {std::pair{"max_seqlen_q", s.max_seqlen_q}, {"max_seqlen_k", s.max_seqlen_k}})
+    if (n < 1)
+      fail(Status::invalid_argument, "varlen.{}: is {}, expected >= 1 (a bound on every sequence's length)", name, n);
   p.seqlen_q = s.max_seqlen_q;
   p.seqlen_k = s.max_seqlen_k;
   check_heads(p, 1);
@@ -337,7 +340,7 @@ void check_cu_seqlens_on_cpu(const Arg& cu, std::int64_t total, std::int64_t max
       fail(Status::invalid_argument, "{}: [{}] = {} is below [{}] = {}, expected non-decreasing offsets", cu.name, b + 1,
            hi, b, lo);
     if (hi > total)
-      fail(Status::invalid_argument, "{}: [{}] is {}, expected at most {} ({} rows)", cu.name, b + 1, hi, total, rows);
+      fail(Status::invalid_argument, "{}: [{}] is {}, expected at most {} = {}", cu.name, b + 1, hi, rows, total);
     if (hi - lo > max_seqlen)
       fail(Status::invalid_argument, "{}: sequence {} has {} rows, expected at most {} = {}", cu.name, b, hi - lo, bound,
            max_seqlen);
@@ -374,6 +377,15 @@ AttentionOptions resolve_options(AttentionOptions o, std::int64_t head_dim) {
   return o;
 }
 
+// A dimension of q as messages name it, in the problem's layout ("q: shape[3] (head_dim)" dense,
+// "q: shape[2] (head_dim)" packed); a packed batch is counted by varlen.cu_seqlens_q.
+std::string q_dimension(const Problem& p, std::string_view name) {
+  const DimNames& dims = p.varlen ? kPackedQueryDims : kQueryDims;
+  for (int i = 0; i < 4; ++i)
+    if (name == dims[i]) return fmt::format("q: shape[{}] ({})", i, name);
+  return fmt::format("varlen.cu_seqlens_q: shape[0] - 1 ({})", name);
+}
+
 // The generated kernels: fp16/bf16, head_dim 1..256 (tiles of at least 32 columns), 16-byte vector loads of q/k/v/o rows.
 void check_gpu_limits(const std::vector<Arg>& args, const Problem& p) {
   const std::string dev = device_name(p.device);
@@ -381,17 +393,16 @@ void check_gpu_limits(const std::vector<Arg>& args, const Problem& p) {
     fail(Status::unsupported, "q: dtype is fp32 on {}, expected fp16 or bf16 for the GPU kernels (fp32 runs on the CPU backend)",
          dev);
   if (p.head_dim < kGpuMinHeadDim || p.head_dim > kGpuMaxHeadDim)
-    fail(Status::unsupported,
-         "q: shape[3] (head_dim) is {} on {}, expected {}..{} for the GPU kernels (the CPU backend takes 1..{})", p.head_dim,
-         dev, kGpuMinHeadDim, kGpuMaxHeadDim, kCpuMaxHeadDim);
+    fail(Status::unsupported, "{} is {} on {}, expected {}..{} for the GPU kernels (the CPU backend takes 1..{})",
+         q_dimension(p, "head_dim"), p.head_dim, dev, kGpuMinHeadDim, kGpuMaxHeadDim, kCpuMaxHeadDim);
   // The kernels' grid: (tiles, heads, batch), y and z at most 65535; lengths are int32 on the device.
   constexpr std::int64_t kGridYZ = 65535, kInt32 = std::numeric_limits<std::int32_t>::max();
   if (p.heads_q > kGridYZ)
-    fail(Status::unsupported, "q: shape[2] (heads_q) is {} on {}, expected at most {} for the GPU kernels' grid", p.heads_q,
-         dev, kGridYZ);
+    fail(Status::unsupported, "{} is {} on {}, expected at most {} for the GPU kernels' grid", q_dimension(p, "heads_q"),
+         p.heads_q, dev, kGridYZ);
   if (p.batch > kGridYZ)
-    fail(Status::unsupported, "q: shape[0] (batch) is {} on {}, expected at most {} for the GPU kernels' grid", p.batch,
-         dev, kGridYZ);
+    fail(Status::unsupported, "{} is {} on {}, expected at most {} for the GPU kernels' grid", q_dimension(p, "batch"),
+         p.batch, dev, kGridYZ);
   const char* keys = p.paged    ? "block_table: shape[1] (max_pages_per_seq) x k: shape[1] (page_size)"
                      : p.varlen ? "varlen.max_seqlen_k"
                                 : "k: shape[1] (seqlen_k)";
@@ -417,7 +428,7 @@ void check_gpu_limits(const std::vector<Arg>& args, const Problem& p) {
 
 void check_cpu_limits(const std::vector<Arg>& args, const Problem& p) {
   if (p.head_dim > kCpuMaxHeadDim)
-    fail(Status::unsupported, "q: shape[3] (head_dim) is {}, expected 1..{} for the CPU backend", p.head_dim,
+    fail(Status::unsupported, "{} is {}, expected 1..{} for the CPU backend", q_dimension(p, "head_dim"), p.head_dim,
          kCpuMaxHeadDim);
   for (const Arg& a : args)
     if (address(a.t.data) % size_of(a.t.dtype) != 0)

@@ -28,6 +28,16 @@ void tiled_forward(const ForwardArgs& args, const Problem& p, int threads, TileC
 void kv_cache_forward(const ForwardArgs& args, const Problem& p, int threads);
 void tiled_backward(const BackwardArgs& args, const Problem& p, int threads, TileConfig tiles = {});
 
+// Packed variable-length sequences (p.varlen, PackedSequences): sequence b's rows (cu_seqlens,
+// checked by validate_*) viewed as a dense batch of one of lengths (len_q, len_k) and run
+// through the dense backend `algorithm` names (standard: the oracle in the packed layout), so
+// that every option applies per sequence. A sequence without queries writes nothing but, in
+// the backward, dk = dv = 0 for its keys; one without keys gets o = 0, lse = -inf and dq = 0.
+// Rows outside every sequence are neither read nor written.
+enum class Algorithm { tiled, standard };
+void varlen_forward(const ForwardArgs& args, const Problem& p, int threads, Algorithm algorithm = Algorithm::tiled);
+void varlen_backward(const BackwardArgs& args, const Problem& p, int threads, Algorithm algorithm = Algorithm::tiled);
+
 // The oracle: S and P of each head materialised and computed in fp64 from the inputs
 // alone (backward ignores args.o and args.lse and recomputes everything), then rounded
 // to the outputs' dtypes.

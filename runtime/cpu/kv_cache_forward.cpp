@@ -8,7 +8,6 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <limits>
 #include <vector>
 
 #include "runtime/cpu/attention_geometry.h"
@@ -67,13 +66,8 @@ void kv_cache_forward(const ForwardArgs& args, const Problem& p, int threads) {
   const std::int64_t d = p.head_dim;
   for (std::int64_t b = 0; b < p.batch; ++b) {
     const std::int64_t n = keys[b];
-    if (n == 0) {  // no key: o = 0, lse = -inf (a fully masked row)
-      const std::vector<float> zeros(static_cast<std::size_t>(p.seqlen_q * d), 0.0f);
-      for (std::int64_t h = 0; h < p.heads_q; ++h) store_rows(args.o, b, h, 0, p.seqlen_q, d, zeros.data());
-      if (p.has_lse)
-        for (std::int64_t h = 0; h < p.heads_q; ++h)
-          for (std::int64_t i = 0; i < p.seqlen_q; ++i)
-            static_cast<float*>(args.lse.data)[lse_index(args.lse, b, h, i)] = -std::numeric_limits<float>::infinity();
+    if (n == 0) {
+      store_without_keys(args, p, b);
       continue;
     }
     // The sequence's keys as fp32 (exact in every input dtype), head-major: (1, n, heads_kv,

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "flashgen/flashgen.hpp"
@@ -28,6 +29,23 @@ void store_rows(const Tensor& t, std::int64_t b, std::int64_t h, std::int64_t ro
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t d = 0; d < head_dim; ++d)
       store_float(t.data, t.dtype, element_index(t, b, row_begin + r, h, d), static_cast<float>(src[r * head_dim + d]));
+}
+
+// Rows [0, rows) of every head of batch b set to 0.
+inline void store_zero_rows(const Tensor& t, std::int64_t b, std::int64_t rows, std::int64_t heads,
+                            std::int64_t head_dim) {
+  const std::vector<float> zeros(static_cast<std::size_t>(rows * head_dim), 0.0f);
+  for (std::int64_t h = 0; h < heads; ++h) store_rows(t, b, h, 0, rows, head_dim, zeros.data());
+}
+
+// The forward of batch b when its sequence has no key: every query row is fully masked, o = 0
+// and lse = -inf (when wanted), as DESIGN.md has it for a row that sees no key.
+inline void store_without_keys(const ForwardArgs& args, const Problem& p, std::int64_t b) {
+  store_zero_rows(args.o, b, p.seqlen_q, p.heads_q, p.head_dim);
+  if (args.lse.data == nullptr) return;
+  for (std::int64_t h = 0; h < p.heads_q; ++h)
+    for (std::int64_t i = 0; i < p.seqlen_q; ++i)
+      static_cast<float*>(args.lse.data)[lse_index(args.lse, b, h, i)] = -std::numeric_limits<float>::infinity();
 }
 
 // A whole (batch, seqlen, heads, head_dim) tensor as contiguous doubles.

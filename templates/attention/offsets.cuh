@@ -53,7 +53,7 @@ class DenseOffsets {
   __device__ __forceinline__ int tma_k_row(int n0) const { return n0; }
   __device__ __forceinline__ int tma_batch() const { return b_; }
   // TMA stores clip rows only at the tensor's end, which is this sequence's end.
-  static constexpr bool kTmaStoreClips = true;
+  static constexpr bool tma_store_clips() { return true; }
 
  protected:
   const FlashAttentionParams& p_;
@@ -105,7 +105,7 @@ class VarlenOffsets {
   __device__ __forceinline__ int tma_k_row(int n0) const { return start_k_ + n0; }
   __device__ __forceinline__ int tma_batch() const { return 0; }
   // A TMA store would write the next sequence's rows: stores go row by row instead.
-  static constexpr bool kTmaStoreClips = false;
+  static constexpr bool tma_store_clips() { return false; }
 
  private:
   template <class T>

@@ -36,7 +36,7 @@ struct FwdEpilogueSm90 {
         if (row < rows_q) lse_row[row] = lse[0][hh];
       }
     }
-    if constexpr (!Cfg::Offsets::kTmaStoreClips) {
+    if constexpr (!Cfg::Offsets::tma_store_clips()) {
       named_barrier_sync(barrier, 128);
       // The warpgroup's rows: its 64-row slice of each 64-column block (rows are 128 bytes there).
       store_tile<Tile, 128, Cfg::kHeadDim, Cfg::kVecLoad>(off.o(h, m0 + q_row0), p.o_stride.row, s_q + q_row0 * 128,

@@ -71,6 +71,24 @@ TEST_F(BenchGrid, FlagsOverrideTheDerivedSizes) {
   EXPECT_THAT(plan.passes, ::testing::ElementsAre(BenchPass::backward));
 }
 
+TEST_F(BenchGrid, LayoutsPairEachDenseShapeWithItsPackedTwin) {
+  BenchOptions o;
+  o.layouts = {"dense", "varlen"};
+  o.seqlens = {std::to_string(uniform(1, 64) * 64)};
+  const BenchPlan plan = make_bench_plan(o);
+  ASSERT_EQ(plan.shapes.size(), 2u * 2u * 2u);  // D x causal x layout
+  for (std::size_t i = 0; i < plan.shapes.size(); i += 2) {
+    const BenchShape &dense = plan.shapes[i], &packed = plan.shapes[i + 1];
+    EXPECT_FALSE(dense.varlen);
+    EXPECT_TRUE(packed.varlen);
+    EXPECT_EQ(packed.batch * packed.seqlen, dense.batch * dense.seqlen);
+    EXPECT_EQ(forward_flops(packed), forward_flops(dense));  // the same problem: the ratio is varlen's cost
+  }
+  o.layouts = {"ragged"};
+  EXPECT_THAT([&] { make_bench_plan(o); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("--layouts: got 'ragged', expected dense or varlen")));
+}
+
 TEST_F(BenchGrid, LengthsAcceptAKSuffix) {
   SCOPED_TRACE("seed " + std::to_string(seed_));
   const int n = uniform(1, 1 << 20);

@@ -76,6 +76,18 @@ struct Difference {
 };
 Difference compare(const std::vector<double>& got, const std::vector<double>& ref);
 
+// |got - ref| <= element_rounding * |ref| + slack * max |ref|, element by element (a gtest
+// failure naming `what` and the worst element otherwise); -inf == -inf counts as equal.
+void expect_close(const char* what, const std::vector<double>& got, const std::vector<double>& ref,
+                  double element_rounding, double slack);
+
+// The tiled backend's results (got) against the oracle's unrounded ones (ref) for the same
+// inputs, in `dtype`: within the rounding of the outputs to it (attention_case.cpp says how much).
+struct Results {
+  std::vector<double> o, lse, dq, dk, dv;
+};
+void expect_tiled_close(DType dtype, const Results& got, const Results& ref);
+
 // Forward / backward of one backend on a case's tensors (backward reads o and lse from `t`).
 enum class Backend { standard, tiled };
 const char* to_string(Backend backend);

@@ -95,6 +95,7 @@ class ShapeTensors {
     backward_.dk = tensor(dtype, kv_shape);
     backward_.dv = tensor(dtype, kv_shape);
     backward_.options = s.options;
+    if (s.varlen) pack(s);
   }
 
   const ForwardArgs& forward() const { return forward_; }
@@ -107,6 +108,39 @@ class ShapeTensors {
     allocations_.push_back(std::make_unique<DeviceAllocation>(bytes));
     bytes_ += bytes;
     return Tensor::contiguous(reinterpret_cast<void*>(allocations_.back()->ptr()), dtype, shape, kDevice);
+  }
+
+  // The dense batch viewed as packed sequences of s.seqlen tokens (the same bytes): rows
+  // (B * N, heads, D), lse (heads, B * N) — a reshaped view of the dense one's storage —
+  // and cu_seqlens 0, N, 2N, ... on the device.
+  void pack(const BenchShape& s) {
+    const auto rows = [&](Tensor t) {
+      t.rank = 3;
+      t.shape = {s.batch * s.seqlen, t.shape[2], t.shape[3], 0};
+      t.stride = {t.shape[1] * t.shape[2], t.shape[2], 1, 0};
+      return t;
+    };
+    std::vector<std::int32_t> cu(static_cast<std::size_t>(s.batch + 1));
+    for (std::size_t b = 0; b < cu.size(); ++b) cu[b] = static_cast<std::int32_t>(b * s.seqlen);
+    allocations_.push_back(std::make_unique<DeviceAllocation>(cu.size() * sizeof(std::int32_t)));
+    check_cuda(cuda_driver().cuMemcpyHtoD(allocations_.back()->ptr(), cu.data(), cu.size() * sizeof(std::int32_t)),
+               "cuMemcpyHtoD (cu_seqlens)");
+    PackedSequences seqs;
+    seqs.cu_seqlens_q = Tensor::contiguous(reinterpret_cast<void*>(allocations_.back()->ptr()), DType::i32,
+                                           {s.batch + 1, 1, 1, 1}, kDevice);
+    seqs.cu_seqlens_q.rank = 1;
+    seqs.cu_seqlens_k = seqs.cu_seqlens_q;
+    seqs.max_seqlen_q = seqs.max_seqlen_k = s.seqlen;
+    Tensor lse = forward_.lse;
+    lse.rank = 2;
+    lse.shape = {s.heads, s.batch * s.seqlen, 0, 0};
+    lse.stride = {s.batch * s.seqlen, 1, 0, 0};
+    for (Tensor* t : {&forward_.q, &forward_.k, &forward_.v, &forward_.o}) *t = rows(*t);
+    for (Tensor* t : {&backward_.q, &backward_.k, &backward_.v, &backward_.o, &backward_.dout, &backward_.dq,
+                      &backward_.dk, &backward_.dv})
+      *t = rows(*t);
+    forward_.lse = backward_.lse = lse;
+    forward_.varlen = backward_.varlen = seqs;
   }
 
   std::vector<std::unique_ptr<DeviceAllocation>> allocations_;
@@ -265,6 +299,10 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--window", o->window, "sliding window L,R (-1: unbounded side)")->delimiter(',')->expected(2);
   cmd->add_option("--softcap", o->softcap, "soft-capping of the logits, value > 0 (0: off)");
   cmd->add_flag("--deterministic", o->deterministic, "deterministic backward (no atomics)");
+  cmd->add_option("--layouts", o->layouts, "dense, varlen (the batch as packed sequences; comma-separated)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"dense", "varlen"}))
+      ->capture_default_str();
   cmd->add_option("--passes", o->passes, "fwd, bwd, fwdbwd (comma-separated)")
       ->delimiter(',')
       ->check(CLI::IsMember({"fwd", "bwd", "fwdbwd"}))

@@ -76,6 +76,9 @@ BenchPlan make_bench_plan(const BenchOptions& o) {
   plan.passes = parse_passes(o.passes);
   if (o.head_dims.empty()) bad_flag("--head-dims: is empty, expected head dimensions such as 64,128");
   if (o.seqlens.empty()) bad_flag("--seqlens: is empty, expected lengths such as 1k,4k");
+  if (o.layouts.empty()) bad_flag("--layouts: is empty, expected dense, varlen or both");
+  for (const std::string& l : o.layouts)
+    if (l != "dense" && l != "varlen") bad_flag(fmt::format("--layouts: got '{}', expected dense or varlen", l));
   if (!o.window.empty() && o.window.size() != 2)
     bad_flag(fmt::format("--window: got {} value(s) ({}), expected two: L,R", o.window.size(),
                          fmt::join(o.window, ",")));
@@ -91,8 +94,9 @@ BenchPlan make_bench_plan(const BenchOptions& o) {
 
   for (int d : o.head_dims) {
     for (bool causal : parse_causal(o.causal)) {
-      for (std::int64_t n : seqlens) {
+      for (std::int64_t n : seqlens) for (const std::string& layout : o.layouts) {
         BenchShape s;
+        s.varlen = layout == "varlen";
         s.head_dim = d;
         s.seqlen = n;
         s.batch = given_or(o.batch, kTotalTokens / n, "--batch");

@@ -23,6 +23,7 @@ struct BenchOptions {
   std::vector<int> window;  // empty or {left, right}; -1: unbounded side
   float softcap = 0.0f;
   bool deterministic = false;
+  std::vector<std::string> layouts = {"dense"};  // dense, varlen
   std::vector<std::string> passes = {"fwd", "bwd", "fwdbwd"};
   int warmup = 2;
   int repeats = 7;
@@ -41,13 +42,16 @@ struct BenchShape {
   std::int64_t batch = 0, seqlen = 0, heads = 0, heads_kv = 0;
   int head_dim = 0;
   AttentionOptions options;
+  // The batch as packed sequences of seqlen tokens each (PackedSequences): the same memory,
+  // FLOPs and kernels' tiles as the dense batch, so the ratio is what varlen addressing costs.
+  bool varlen = false;
 };
 
 // What the flags expand to, validated: every bad flag value is an Error(invalid_argument)
 // naming the flag, the value and what was expected, raised before any GPU work.
 struct BenchPlan {
   DType dtype = DType::bf16;
-  std::vector<BenchShape> shapes;  // order: D, causal (off first), N
+  std::vector<BenchShape> shapes;  // order: D, causal (off first), N, layout (dense first)
   std::vector<BenchPass> passes;
 };
 BenchPlan make_bench_plan(const BenchOptions& options);

@@ -53,7 +53,7 @@ void print_row(std::ostream& out, const BenchResult& r) {
   else
     out << "failed: " << r.error.substr(0, r.error.find('\n'));  // compile logs go to the JSON
   out << window_text(s.options) << (s.options.softcap > 0 ? fmt::format(" softcap {}", s.options.softcap) : "")
-      << (s.options.deterministic ? " deterministic" : "") << "\n";
+      << (s.options.deterministic ? " deterministic" : "") << (s.varlen ? " varlen" : "") << "\n";
   out.flush();
 }
 
@@ -72,6 +72,7 @@ std::string bench_json(const BenchSetup& setup, const std::vector<BenchResult>& 
         {"window_right", s.options.window_right},
         {"softcap", s.options.softcap},
         {"deterministic", s.options.deterministic},
+        {"varlen", s.varlen},
         {"pass", to_string(r.pass)},
         {"flops", pass_flops(s, r.pass)},
         {"workspace_bytes", r.workspace_bytes},
