@@ -135,6 +135,12 @@ flashgen::AttentionOptions to_cpp(const flashgen_attention_options& o) {
   return out;
 }
 
+// Packed sequences: the same four fields in both argument structs.
+template <typename Args>
+flashgen::PackedSequences to_cpp_varlen(const Args& a) {
+  return {to_cpp(a.cu_seqlens_q), to_cpp(a.cu_seqlens_k), a.max_seqlen_q, a.max_seqlen_k};
+}
+
 flashgen::ForwardArgs to_cpp(const flashgen_forward_args& in) {
   const flashgen_forward_args a = versioned(&in, "args", &flashgen_forward_args_init);
   flashgen::ForwardArgs out;
@@ -146,6 +152,7 @@ flashgen::ForwardArgs to_cpp(const flashgen_forward_args& in) {
   out.options = to_cpp(a.options);
   out.block_table = to_cpp(a.block_table);
   out.seqused_k = to_cpp(a.seqused_k);
+  out.varlen = to_cpp_varlen(a);
   return out;
 }
 
@@ -164,6 +171,7 @@ flashgen::BackwardArgs to_cpp(const flashgen_backward_args& in) {
   out.options = to_cpp(a.options);
   out.workspace = a.workspace;
   out.workspace_bytes = a.workspace_bytes;
+  out.varlen = to_cpp_varlen(a);
   return out;
 }
 

@@ -3,7 +3,9 @@
  * Layout: q (batch, seqlen_q, heads_q, head_dim), k/v (batch, seqlen_k, heads_kv, head_dim),
  * o/dout/dq like q, dk/dv like k: rank 4, any non-negative strides in elements, last dimension
  * contiguous, heads_q % heads_kv == 0. lse: fp32 (batch, heads_q, seqlen_q), rank 3, contiguous,
- * natural log. All tensors of a call share one dtype (lse: fp32) and one device.
+ * natural log. All tensors of a call share one dtype (lse: fp32) and one device. Packed
+ * variable-length sequences (cu_seqlens_q and cu_seqlens_k set): q, o, dout, dq (total_q, heads_q,
+ * head_dim), k, v, dk, dv (total_k, heads_kv, head_dim), rank 3; lse (heads_q, total_q), rank 2.
  * FLASHGEN_CPU tensors run on the CPU backend (fp32/fp16/bf16, head_dim 1..1024); CUDA tensors
  * run generated kernels (fp16/bf16, head_dim 1..256, 16-byte aligned data, row strides a
  * multiple of 8 elements when head_dim % 8 == 0).
@@ -77,13 +79,14 @@ typedef enum flashgen_status {
   FLASHGEN_ERROR_INTERNAL = 7
 } flashgen_status;
 
-/* FLASHGEN_INT32: index tensors only (block_table, seqused_k). */
+/* FLASHGEN_INT32: index tensors only (block_table, seqused_k, cu_seqlens_q, cu_seqlens_k). */
 typedef enum flashgen_dtype { FLASHGEN_F32 = 0, FLASHGEN_F16 = 1, FLASHGEN_BF16 = 2, FLASHGEN_INT32 = 3 } flashgen_dtype;
 
 /* device: FLASHGEN_CPU or a CUDA device ordinal. */
 #define FLASHGEN_CPU (-1)
 
-/* A borrowed tensor view; strides in elements. rank 4 for q/k/v/o/grads, 3 for lse. */
+/* A borrowed tensor view; strides in elements. rank 4 for q/k/v/o/grads, 3 for lse (packed
+ * sequences: 3 and 2). */
 typedef struct flashgen_tensor {
   void* data;
   flashgen_dtype dtype;
@@ -114,6 +117,12 @@ typedef struct flashgen_forward_args {
    * flashgen::ForwardArgs::block_table and ::seqused_k describe them (flashgen.hpp). */
   flashgen_tensor block_table; /* int32 (batch, max_pages_per_seq); data NULL: dense k, v */
   flashgen_tensor seqused_k;   /* int32 (batch,); data NULL: every sequence has seqlen_k keys */
+  /* Appended after seqused_k (zero: absent). Packed variable-length sequences, as
+   * flashgen::PackedSequences describes them (flashgen.hpp); not with a KV cache yet. */
+  flashgen_tensor cu_seqlens_q; /* int32 (batch + 1,) row offsets of the sequences in q; data NULL: a dense batch */
+  flashgen_tensor cu_seqlens_k; /* int32 (batch + 1,) row offsets in k and v; set together with cu_seqlens_q */
+  int64_t max_seqlen_q;         /* >= 1 with cu_seqlens: a bound on every sequence's queries */
+  int64_t max_seqlen_k;         /* >= 1 with cu_seqlens: a bound on every sequence's keys */
 } flashgen_forward_args;
 
 typedef struct flashgen_backward_args {
@@ -122,6 +131,12 @@ typedef struct flashgen_backward_args {
   flashgen_attention_options options;
   void* workspace; /* optional device buffer; NULL: stream-ordered allocation */
   size_t workspace_bytes;
+  /* Appended after the first versioned layout (zero: absent). Packed variable-length sequences,
+   * as the forward had them (flashgen_forward_args). */
+  flashgen_tensor cu_seqlens_q;
+  flashgen_tensor cu_seqlens_k;
+  int64_t max_seqlen_q;
+  int64_t max_seqlen_k;
 } flashgen_backward_args;
 
 /* Log levels: 0 debug, 1 info, 2 warning, 3 error. `message` is valid during the call only. */
@@ -147,11 +162,12 @@ FLASHGEN_API void flashgen_attention_options_init(flashgen_attention_options* op
 /* Fills struct_size and defaults: default cache directory, autotune 1 (cached), hardware
  * threads, stderr log. */
 FLASHGEN_API void flashgen_runtime_options_init(flashgen_runtime_options* options);
-/* Fill struct_size, null tensors (rank 0), default options and no workspace. */
+/* Fill struct_size, null tensors (rank 0), default options, no workspace and no packed sequences. */
 FLASHGEN_API void flashgen_forward_args_init(flashgen_forward_args* args);
 FLASHGEN_API void flashgen_backward_args_init(flashgen_backward_args* args);
-/* Fills a contiguous (row-major) view of the given shape: rank 4 (q, k, v, ...), 3 (lse), 2
- * (block_table) or 1 (seqused_k); the unused trailing entries are 1. Any other rank is kept
+/* Fills a contiguous (row-major) view of the given shape: rank 4 (q, k, v, ...), 3 (lse, packed
+ * q, k, v, ...), 2 (block_table, packed lse) or 1 (seqused_k, cu_seqlens); the unused trailing
+ * entries are 1. Any other rank is kept
  * so that the call using the view rejects it. */
 FLASHGEN_API void flashgen_tensor_contiguous(flashgen_tensor* t, void* data, flashgen_dtype dtype, int32_t device,
                                              int32_t rank, const int64_t* shape);

@@ -13,6 +13,7 @@
 #include <random>
 #include <vector>
 
+#include "c_api_support.h"
 #include "flashgen/flashgen.h"
 #include "tests/cpu/kv_cache_reference.h"
 
@@ -29,18 +30,7 @@ std::unique_ptr<T[]> exact_copy(const std::vector<T>& v) {
   return out;
 }
 
-flashgen_tensor view(void* data, flashgen_dtype dtype, std::vector<std::int64_t> shape) {
-  flashgen_tensor t;
-  flashgen_tensor_contiguous(&t, data, dtype, FLASHGEN_CPU, static_cast<int32_t>(shape.size()), shape.data());
-  return t;
-}
-
-class CApiKvCache : public ::testing::Test {
- protected:
-  void SetUp() override { ASSERT_EQ(flashgen_runtime_create(nullptr, &runtime_), FLASHGEN_OK) << flashgen_last_error(); }
-  void TearDown() override { flashgen_runtime_destroy(runtime_); }
-  flashgen_runtime* runtime_ = nullptr;
-};
+using CApiKvCache = CApiRuntimeTest;
 
 TEST_F(CApiKvCache, RandomPagedCachesMatchTheOracleAndBadIndicesAreRefused) {
   const unsigned seed = std::random_device{}();

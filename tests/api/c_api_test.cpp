@@ -189,16 +189,16 @@ TEST_F(CApiCall, VersionedArgsCheckStructSize) {
   ASSERT_EQ(flashgen_forward(runtime_, &args, nullptr), FLASHGEN_OK) << flashgen_last_error();
   const std::vector<float> expected(static_cast<const float*>(call.o.data),
                                     static_cast<const float*>(call.o.data) + call.o.numel());
-  // An older caller's struct (the first layout): the fields after it are absent, whatever
-  // follows it in memory.
-  {
+  // An older caller's struct (the first layout, then the one before packed sequences): the
+  // fields after it are absent, whatever follows it in memory.
+  for (std::size_t size : {kFirstForwardLayout, offsetof(flashgen_forward_args, cu_seqlens_q)}) {
     flashgen_forward_args older = args;
-    older.struct_size = kFirstForwardLayout;
-    std::memset(&older.block_table, 0xff, sizeof older.block_table);
-    std::memset(&older.seqused_k, 0xff, sizeof older.seqused_k);
+    older.struct_size = size;
+    unsigned char* const bytes = reinterpret_cast<unsigned char*>(&older);
+    std::memset(bytes + size, 0xff, sizeof older - size);
     std::fill_n(static_cast<float*>(call.o.data), call.o.numel(), std::nanf(""));
-    ASSERT_EQ(flashgen_forward(runtime_, &older, nullptr), FLASHGEN_OK) << flashgen_last_error();
-    EXPECT_EQ(0, std::memcmp(expected.data(), call.o.data, expected.size() * sizeof(float)));
+    ASSERT_EQ(flashgen_forward(runtime_, &older, nullptr), FLASHGEN_OK) << size << ": " << flashgen_last_error();
+    EXPECT_EQ(0, std::memcmp(expected.data(), call.o.data, expected.size() * sizeof(float))) << size;
   }
   std::vector<unsigned char> newer(sizeof args + 64, 0);
   std::memcpy(newer.data(), &args, sizeof args);
@@ -217,6 +217,14 @@ TEST_F(CApiCall, VersionedArgsCheckStructSize) {
 
   flashgen_backward_args bwd = to_c_backward(call);
   EXPECT_EQ(bwd.struct_size, sizeof bwd);
+  {  // the first backward layout ended at workspace_bytes: packed sequences after it are absent
+    flashgen_backward_args older = bwd;
+    older.struct_size = offsetof(flashgen_backward_args, cu_seqlens_q);
+    std::memset(&older.cu_seqlens_q, 0xff, sizeof older - older.struct_size);
+    std::size_t bytes = 1;
+    EXPECT_EQ(flashgen_backward_workspace_bytes(runtime_, &older, &bytes), FLASHGEN_OK) << flashgen_last_error();
+    EXPECT_EQ(bytes, 0u);
+  }
   bwd.struct_size = 0;
   std::size_t bytes = 1;
   EXPECT_EQ(flashgen_backward_workspace_bytes(runtime_, &bwd, &bytes), FLASHGEN_ERROR_INVALID_ARGUMENT);
