@@ -2,6 +2,7 @@
 generated at run time, or flashgen's CPU backend.
 
     flashgen.attention(q, k, v, ...)            PyTorch tensors (imports torch on first use)
+    flashgen.varlen_attention(q, k, v, ...)     the same on packed variable-length sequences
     flashgen.numpy.attention_forward(q, k, v)   numpy arrays on the CPU backend, no torch needed
 
 The runtime library (libflashgen.so) is found through $FLASHGEN_LIBRARY, next to
@@ -22,6 +23,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "attention",
+    "varlen_attention",
     "configure",
     "library_path",
     "library_version",
@@ -39,10 +41,10 @@ __all__ = [
 def __getattr__(name):
     # torch is imported only when the PyTorch API is first touched, so the numpy API
     # and the library work where torch is not installed.
-    if name == "attention":
-        from .torch_op import attention
+    if name in ("attention", "varlen_attention"):
+        from . import torch_op
 
-        return attention
+        return getattr(torch_op, name)
     if name == "numpy":
         from . import numpy
 

@@ -27,7 +27,7 @@ class DType(enum.IntEnum):
     F32 = 0
     F16 = 1
     BF16 = 2
-    I32 = 3  # index tensors only (block_table, seqused_k)
+    I32 = 3  # index tensors only (block_table, seqused_k, cu_seqlens_q, cu_seqlens_k)
 
 
 class Tensor(ctypes.Structure):
@@ -72,6 +72,10 @@ class ForwardArgs(_Versioned):
         ("options", AttentionOptions),
         ("block_table", Tensor),  # KV cache (data NULL: absent)
         ("seqused_k", Tensor),
+        ("cu_seqlens_q", Tensor),  # packed sequences (data NULL: a dense batch)
+        ("cu_seqlens_k", Tensor),
+        ("max_seqlen_q", ctypes.c_int64),
+        ("max_seqlen_k", ctypes.c_int64),
     ]
 
 
@@ -90,6 +94,10 @@ class BackwardArgs(_Versioned):
         ("options", AttentionOptions),
         ("workspace", ctypes.c_void_p),
         ("workspace_bytes", ctypes.c_size_t),
+        ("cu_seqlens_q", Tensor),  # packed sequences (data NULL: a dense batch)
+        ("cu_seqlens_k", Tensor),
+        ("max_seqlen_q", ctypes.c_int64),
+        ("max_seqlen_k", ctypes.c_int64),
     ]
 
 
@@ -175,24 +183,36 @@ def tensor(name, data_ptr, dtype, device, shape, strides):
     return t
 
 
-def forward_args(view, options, *, q, k, v, o, lse, block_table=None, seqused_k=None):
+def forward_args(view, options, *, q, k, v, o, lse, block_table=None, seqused_k=None, varlen=None):
     """flashgen_forward_args over caller-owned arrays; view(name, array) makes each flashgen_tensor
-    (block_table and seqused_k: None for absent)."""
+    (block_table, seqused_k and varlen: None for absent)."""
     args = ForwardArgs(q=view("q", q), k=view("k", k), v=view("v", v), o=view("o", o), lse=view("lse", lse),
                        options=options)
     if block_table is not None:
         args.block_table = view("block_table", block_table)
     if seqused_k is not None:
         args.seqused_k = view("seqused_k", seqused_k)
+    _set_varlen(args, view, varlen)
     return args
 
 
-def backward_args(view, options, *, q, k, v, o, lse, dout, dq, dk, dv):
+def backward_args(view, options, *, q, k, v, o, lse, dout, dq, dk, dv, varlen=None):
     """flashgen_backward_args over caller-owned arrays, without a workspace (the library allocates
     stream-ordered memory unless the caller sets one); view(name, array) makes each flashgen_tensor."""
     tensors = {"q": q, "k": k, "v": v, "o": o, "lse": lse, "dout": dout, "dq": dq, "dk": dk, "dv": dv}
-    return BackwardArgs(**{name: view(name, t) for name, t in tensors.items()}, options=options,
+    args = BackwardArgs(**{name: view(name, t) for name, t in tensors.items()}, options=options,
                         workspace=None, workspace_bytes=0)
+    _set_varlen(args, view, varlen)
+    return args
+
+
+def _set_varlen(args, view, varlen):
+    """Packed sequences, varlen = (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k), into args."""
+    if varlen is None:
+        return
+    cu_seqlens_q, cu_seqlens_k, args.max_seqlen_q, args.max_seqlen_k = varlen
+    args.cu_seqlens_q = view("cu_seqlens_q", cu_seqlens_q)
+    args.cu_seqlens_k = view("cu_seqlens_k", cu_seqlens_k)
 
 
 def options(softmax_scale, causal, window_size, softcap, deterministic):

@@ -7,26 +7,35 @@ does not do is refused with a clear error rather than ignored: dropout (dropout_
 0), ALiBi (alibi_slopes must be None) and returning the attention probabilities
 (return_attn_probs must be False).
 
+flash_attn_varlen_func takes packed variable-length sequences (cu_seqlens_q, cu_seqlens_k,
+max_seqlen_q, max_seqlen_k); a paged KV cache with them (block_table) is refused.
+
 flash_attn_with_kvcache takes contiguous and paged caches (block_table, any page size) with
 one length for the batch (cache_seqlens an int) or per-sequence lengths (an int32 tensor):
 the new k, v are written into the cache in place and the split-KV kernels read the lengths
 and pages on the device. Rotary embedding, cache_batch_idx, cache_leftpad and a forced
 num_splits are refused until flashgen has them.
 """
-from .torch_op import attention
+from .torch_op import attention, varlen_attention
 
-__all__ = ["flash_attn_func", "flash_attn_kvpacked_func", "flash_attn_qkvpacked_func", "flash_attn_with_kvcache"]
+__all__ = ["flash_attn_func", "flash_attn_kvpacked_func", "flash_attn_qkvpacked_func", "flash_attn_varlen_func",
+           "flash_attn_with_kvcache"]
 
 
-def _attention(q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
-               return_attn_probs):
-    """The calls' common body: refuses what flashgen does not do, then runs flashgen.attention."""
+def _refuse(dropout_p, alibi_slopes, return_attn_probs):
+    """Raises for what flashgen does not do."""
     if dropout_p != 0.0:
         raise ValueError(f"dropout_p: is {dropout_p}, expected 0.0 (flashgen has no attention dropout)")
     if alibi_slopes is not None:
         raise ValueError("alibi_slopes: is set, expected None (flashgen has no ALiBi bias yet)")
     if return_attn_probs:
         raise ValueError("return_attn_probs: is True, expected False (flashgen never materialises the probabilities)")
+
+
+def _attention(q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
+               return_attn_probs):
+    """The dense calls' common body: refuses what flashgen does not do, then runs flashgen.attention."""
+    _refuse(dropout_p, alibi_slopes, return_attn_probs)
     return attention(q, k, v, softmax_scale=softmax_scale, causal=causal, window_size=window_size, softcap=softcap,
                      deterministic=deterministic)
 
@@ -85,6 +94,37 @@ def flash_attn_qkvpacked_func(
         raise ValueError(f"qkv: shape is {tuple(qkv.shape)}, expected (batch, seqlen, 3, heads, head_dim)")
     return _attention(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2], dropout_p, softmax_scale, causal, window_size,
                       softcap, alibi_slopes, deterministic, return_attn_probs)
+
+
+def flash_attn_varlen_func(
+    q,
+    k,
+    v,
+    cu_seqlens_q,
+    cu_seqlens_k,
+    max_seqlen_q,
+    max_seqlen_k,
+    dropout_p=0.0,
+    softmax_scale=None,
+    causal=False,
+    window_size=(-1, -1),
+    softcap=0.0,
+    alibi_slopes=None,
+    deterministic=False,
+    return_attn_probs=False,
+    block_table=None,
+):
+    """q: (total_q, heads, head_dim); k, v: (total_k, heads_kv, head_dim) with heads % heads_kv == 0;
+    cu_seqlens_q, cu_seqlens_k: int32 (batch + 1,), the sequences' row offsets; max_seqlen_q,
+    max_seqlen_k: bounds on their lengths. Causal and window masks align bottom-right per sequence.
+    Returns out (total_q, heads, head_dim), like flash_attn_varlen_func."""
+    _refuse(dropout_p, alibi_slopes, return_attn_probs)
+    if block_table is not None:
+        raise ValueError("block_table: is set, expected None (flashgen has no paged KV cache with packed sequences "
+                         "yet)")
+    return varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                            softmax_scale=softmax_scale, causal=causal, window_size=window_size, softcap=softcap,
+                            deterministic=deterministic)
 
 
 def flash_attn_with_kvcache(

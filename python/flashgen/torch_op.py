@@ -1,10 +1,11 @@
 """flashgen.attention for PyTorch: custom operators with fake (shape) and autograd rules.
 
-With torch >= 2.4, two operators, flashgen::forward and flashgen::backward, are
+With torch >= 2.4, the operators flashgen::forward and flashgen::backward (and
+flashgen::varlen_forward and flashgen::varlen_backward for packed sequences) are
 registered through torch.library.custom_op so torch.compile(fullgraph=True) traces
 them as opaque nodes. Older torch (>= 1.13) has no custom_op: there attention runs
-through AttentionFunction, a torch.autograd.Function with the same forward and the
-same gradients (eager mode only). CPU tensors run on the CPU backend; CUDA tensors
+through AttentionFunction (VarlenAttentionFunction), a torch.autograd.Function with
+the same forward and the same gradients (eager mode only). CPU tensors run on the CPU backend; CUDA tensors
 run generated kernels on torch.cuda.current_stream(), with no synchronisation.
 """
 import ctypes
@@ -52,6 +53,23 @@ def _index_view(name, t, like):
     return _capi.tensor(name, t.data_ptr(), _capi.DType.I32, device, t.shape, strides)
 
 
+# The int32 index tensors of flashgen's argument structs.
+_INDEX_TENSORS = ("block_table", "seqused_k", "cu_seqlens_q", "cu_seqlens_k")
+
+
+def _views(like, names=None):
+    """The view function _capi's argument builders take: index tensors as int32 views on `like`'s
+    device, the others through _view, named in messages as `names` (flashgen's name -> the caller's) says."""
+    names = names or {}
+
+    def view(name, t):
+        if name in _INDEX_TENSORS:
+            return _index_view(name, t, like)
+        return _view(names.get(name, name), t)
+
+    return view
+
+
 def _check_dtypes(**tensors):
     """Each dtype is one flashgen takes, and all are the first one's."""
     names = list(tensors)
@@ -72,8 +90,12 @@ def _scale(softmax_scale):
     return float(softmax_scale)
 
 
-def _outputs(q):
-    """Fresh o (like q) and lse (float32 (batch, heads_q, seqlen_q)) for a forward of q."""
+def _outputs(q, packed=False):
+    """Fresh o (like q) and lse (float32 (batch, heads_q, seqlen_q), packed (heads_q, total_q)) for a forward
+    of q. flashgen never writes packed rows outside every sequence: they hold o = 0 and lse = -inf."""
+    if packed:
+        return (torch.zeros(q.shape, dtype=q.dtype, device=q.device),
+                torch.full(_lse_shape(q), -math.inf, dtype=torch.float32, device=q.device))
     return torch.empty(q.shape, dtype=q.dtype, device=q.device), torch.empty(_lse_shape(q), dtype=torch.float32,
                                                                               device=q.device)
 
@@ -92,7 +114,11 @@ def _options(softmax_scale, causal, window_left, window_right, softcap, determin
 
 
 def _lse_shape(q):
-    return (q.size(0), q.size(2), q.size(1)) if q.dim() == 4 else (1, 1, 1)
+    """(batch, heads_q, seqlen_q) of a dense q, (heads_q, total_q) of a packed one; other ranks are flashgen's
+    to refuse."""
+    if q.dim() == 4:
+        return (q.size(0), q.size(2), q.size(1))
+    return (q.size(1), q.size(0)) if q.dim() == 3 else (1, 1, 1)
 
 
 # torch.library.custom_op arrived in torch 2.4.
@@ -115,15 +141,43 @@ def _forward(
     """Returns (o, lse). softmax_scale 0 means 1/sqrt(head_dim); return_lse only matters to autograd;
     prepare_backward: a backward follows (inputs require grad), so the first forward of a variant
     starts compiling the backward's kernels beside its own."""
+    return _run_forward(q, k, v, (softmax_scale, causal, window_left, window_right, softcap, deterministic),
+                        prepare_backward)
+
+
+def _varlen_forward(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cu_seqlens_q: torch.Tensor,
+    cu_seqlens_k: torch.Tensor,
+    max_seqlen_q: int,
+    max_seqlen_k: int,
+    softmax_scale: float,
+    causal: bool,
+    window_left: int,
+    window_right: int,
+    softcap: float,
+    deterministic: bool,
+    return_lse: bool,
+    prepare_backward: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """_forward of packed sequences: q (total_q, heads_q, head_dim), k, v (total_k, heads_kv, head_dim);
+    returns (o, lse (heads_q, total_q))."""
+    return _run_forward(q, k, v, (softmax_scale, causal, window_left, window_right, softcap, deterministic),
+                        prepare_backward, (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k))
+
+
+def _run_forward(q, k, v, options, prepare_backward, varlen=None):
+    """The forward operators' body; options: _options' arguments; varlen: (cu_seqlens_q, cu_seqlens_k,
+    max_seqlen_q, max_seqlen_k) of packed sequences, None for a dense batch."""
     q, k, v = _readable(q), _readable(k), _readable(v)
     _check_dtypes(q=q, k=k, v=v)
-    o, lse = _outputs(q)
-    options = _options(softmax_scale, causal, window_left, window_right, softcap, deterministic)
-    args = _capi.forward_args(_view, options, q=q, k=k, v=v, o=o, lse=lse)
+    o, lse = _outputs(q, packed=varlen is not None)
+    args = _capi.forward_args(_views(q), _options(*options), q=q, k=k, v=v, o=o, lse=lse, varlen=varlen)
     lib = _library.library()
     if prepare_backward and q.is_cuda:
-        _prepare_once(lib, args, (q.shape, k.shape, q.dtype, q.device, softmax_scale, causal, window_left,
-                                  window_right, softcap, deterministic))
+        _prepare_once(lib, args, (q.shape, k.shape, q.dtype, q.device, options, varlen and tuple(varlen[2:])))
     _library.check(lib.flashgen_forward(_library.runtime(), ctypes.byref(args), _stream(q)))
     return o, lse
 
@@ -142,9 +196,12 @@ def _prepare_once(lib, args, variant):
 
 def _forward_fake(q, k, v, softmax_scale, causal, window_left, window_right, softcap, deterministic, return_lse,
                   prepare_backward):
-    o = q.new_empty(q.shape)
-    lse = q.new_empty(_lse_shape(q), dtype=torch.float32)
-    return o, lse
+    return q.new_empty(q.shape), q.new_empty(_lse_shape(q), dtype=torch.float32)
+
+
+def _varlen_forward_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
+                         window_left, window_right, softcap, deterministic, return_lse, prepare_backward):
+    return q.new_empty(q.shape), q.new_empty(_lse_shape(q), dtype=torch.float32)
 
 
 def _backward(
@@ -162,14 +219,45 @@ def _backward(
     deterministic: bool,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Returns (dq, dk, dv) of _forward's o, in the input dtype."""
+    return _run_backward(dout, q, k, v, o, lse, (softmax_scale, causal, window_left, window_right, softcap,
+                                                 deterministic))
+
+
+def _varlen_backward(
+    dout: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    o: torch.Tensor,
+    lse: torch.Tensor,
+    cu_seqlens_q: torch.Tensor,
+    cu_seqlens_k: torch.Tensor,
+    max_seqlen_q: int,
+    max_seqlen_k: int,
+    softmax_scale: float,
+    causal: bool,
+    window_left: int,
+    window_right: int,
+    softcap: float,
+    deterministic: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Returns (dq, dk, dv) of _varlen_forward's o, in the input dtype."""
+    return _run_backward(dout, q, k, v, o, lse, (softmax_scale, causal, window_left, window_right, softcap,
+                                                 deterministic), (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k))
+
+
+def _run_backward(dout, q, k, v, o, lse, options, varlen=None):
+    """The backward operators' body (options and varlen as _run_forward has them)."""
     dout, q, k, v, o = (_readable(t) for t in (dout, q, k, v, o))
     lse = lse.contiguous()
     _check_dtypes(q=q, k=k, v=v, o=o, dout=dout)
-    dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-    dk = torch.empty(k.shape, dtype=k.dtype, device=k.device)
-    dv = torch.empty(v.shape, dtype=v.dtype, device=v.device)
-    options = _options(softmax_scale, causal, window_left, window_right, softcap, deterministic)
-    args = _capi.backward_args(_view, options, q=q, k=k, v=v, o=o, lse=lse, dout=dout, dq=dq, dk=dk, dv=dv)
+    # flashgen never writes packed rows outside every sequence: their gradients are zero.
+    new = torch.empty if varlen is None else torch.zeros
+    dq = new(q.shape, dtype=q.dtype, device=q.device)
+    dk = new(k.shape, dtype=k.dtype, device=k.device)
+    dv = new(v.shape, dtype=v.dtype, device=v.device)
+    args = _capi.backward_args(_views(q), _options(*options), q=q, k=k, v=v, o=o, lse=lse, dout=dout, dq=dq, dk=dk,
+                               dv=dv, varlen=varlen)
     lib = _library.library()
     runtime = _library.runtime()
     workspace = _workspace(lib, runtime, args, q.device)
@@ -196,20 +284,43 @@ def _backward_fake(dout, q, k, v, o, lse, softmax_scale, causal, window_left, wi
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
 
+def _varlen_backward_fake(dout, q, k, v, o, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                          softmax_scale, causal, window_left, window_right, softcap, deterministic):
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+
 def _setup_context(ctx, inputs, output):
-    q, k, v, softmax_scale, causal, window_left, window_right, softcap, deterministic, return_lse, _ = inputs
-    o, lse = output
-    ctx.save_for_backward(q, k, v, o, lse)
-    ctx.options = (softmax_scale, causal, window_left, window_right, softcap, deterministic)
-    ctx.return_lse = return_lse
+    # inputs: q, k, v, the six options, return_lse, prepare_backward
+    _save(ctx, inputs, output, options=inputs[3:-2])
+
+
+def _varlen_setup_context(ctx, inputs, output):
+    # inputs: q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, the six options, return_lse,
+    # prepare_backward
+    _save(ctx, inputs, output, options=inputs[7:-2], offsets=inputs[3:5], max_seqlens=inputs[5:7])
+
+
+def _save(ctx, inputs, output, options, offsets=(), max_seqlens=None):
+    """What _gradients needs of a forward; offsets and max_seqlens: those of packed sequences."""
+    ctx.save_for_backward(*inputs[:3], *output, *offsets)
+    ctx.max_seqlens = max_seqlens
+    ctx.options = tuple(options)
+    ctx.return_lse = inputs[-2]
+    ctx.inputs = len(inputs)
     # An output the loss does not use gets None, not a materialised zero tensor: an unused
     # lse must not cost a second backward pass (and its q-sized temporaries).
     ctx.set_materialize_grads(False)
 
 
 def _gradients(ctx, dout, dlse):
-    """The autograd formula of both registrations: gradients of (o, lse) -> gradients of the inputs."""
-    q, k, v, o, lse = ctx.saved_tensors
+    """The autograd formula of every registration: gradients of (o, lse) -> gradients of the inputs."""
+    q, k, v, o, lse, *offsets = ctx.saved_tensors
+
+    def backward(dout, v, o):  # the backward operator of ctx's forward
+        if ctx.max_seqlens is None:
+            return backward_op(dout, q, k, v, o, lse, *ctx.options)
+        return varlen_backward_op(dout, q, k, v, o, lse, *offsets, *ctx.max_seqlens, *ctx.options)
+
     # Grad mode is on in a backward only under create_graph=True: the gradients would have to
     # be differentiable, and flashgen's are not (no second-order formula): refuse rather
     # than return gradients whose own gradients are silently wrong.
@@ -220,58 +331,65 @@ def _gradients(ctx, dout, dlse):
             "over them); use torch.nn.functional.scaled_dot_product_attention for higher-order gradients"
         )
     if dout is not None:
-        dq, dk, dv = backward_op(dout, q, k, v, o, lse, *ctx.options)
+        dq, dk, dv = backward(dout, v, o)
     else:
         dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
     if ctx.return_lse and dlse is not None:
-        dq_lse, dk_lse = _lse_gradient(q, k, v, lse, dlse, ctx.options)
+        dq_lse, dk_lse = _lse_gradient(backward, q, v, dlse)
         dq, dk = dq + dq_lse, dk + dk_lse
-    return dq, dk, dv, None, None, None, None, None, None, None, None
+    return (dq, dk, dv) + (None,) * (ctx.inputs - 3)
 
 
-def _lse_gradient(q, k, v, lse, dlse, options):
-    """dq, dk of sum(dlse * lse), through flashgen's backward.
+def _lse_gradient(backward, q, v, dlse):
+    """dq, dk of sum(dlse * lse), through flashgen's backward (backward(dout, v, o) of the forward).
 
     d lse_i / d s_ij = P_ij, so this is the backward with dS = P * dlse. The backward
     computes dS = P * (dP - D) with dP = dout v^T and D = rowsum(dout * o); with
     v = ones, dout = (dlse, 0, ..., 0) per row and o = 0 that is dP = dlse, D = 0.
     """
-    ones = torch.ones_like(v)
-    zeros = torch.zeros_like(q)
     dout = torch.zeros_like(q)
-    dout[..., 0] = dlse.transpose(1, 2).to(q.dtype)
-    dq, dk, _ = backward_op(dout, q, k, ones, zeros, lse, *options)
+    dout[..., 0] = dlse.transpose(-1, -2).to(q.dtype)  # (.., heads_q, rows) -> q's (.., rows, heads_q)
+    dq, dk, _ = backward(dout, torch.ones_like(v), torch.zeros_like(q))
     return dq, dk
 
 
-class AttentionFunction(torch.autograd.Function):
-    """flashgen's forward and gradients as a torch.autograd.Function: what flashgen.attention
-    uses where torch has no custom_op (torch < 2.4). torch.compile does not trace into it."""
+def _autograd_function(forward, setup_context):
+    """forward and _gradients as a torch.autograd.Function: what flashgen's calls use where torch has
+    no custom_op (torch < 2.4). torch.compile does not trace into it."""
 
-    @staticmethod
-    def forward(ctx, q, k, v, softmax_scale, causal, window_left, window_right, softcap, deterministic, return_lse,
-                prepare_backward):
-        inputs = (q, k, v, softmax_scale, causal, window_left, window_right, softcap, deterministic, return_lse,
-                  prepare_backward)
-        output = _forward(*inputs)
-        _setup_context(ctx, inputs, output)
-        return output
+    class Function(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, *inputs):
+            output = forward(*inputs)
+            setup_context(ctx, inputs, output)
+            return output
 
-    @staticmethod
-    def backward(ctx, dout, dlse):
-        return _gradients(ctx, dout, dlse)
+        @staticmethod
+        def backward(ctx, dout, dlse):
+            return _gradients(ctx, dout, dlse)
 
+    return Function
+
+
+AttentionFunction = _autograd_function(_forward, _setup_context)
+VarlenAttentionFunction = _autograd_function(_varlen_forward, _varlen_setup_context)
 
 if HAS_CUSTOM_OP:
     forward_op = torch.library.custom_op("flashgen::forward", mutates_args=())(_forward)
     backward_op = torch.library.custom_op("flashgen::backward", mutates_args=())(_backward)
+    varlen_forward_op = torch.library.custom_op("flashgen::varlen_forward", mutates_args=())(_varlen_forward)
+    varlen_backward_op = torch.library.custom_op("flashgen::varlen_backward", mutates_args=())(_varlen_backward)
     forward_op.register_fake(_forward_fake)
     backward_op.register_fake(_backward_fake)
+    varlen_forward_op.register_fake(_varlen_forward_fake)
+    varlen_backward_op.register_fake(_varlen_backward_fake)
     forward_op.register_autograd(_gradients, setup_context=_setup_context)
-    _attention = forward_op
-else:
-    forward_op, backward_op = _forward, _backward  # plain functions: eager calls into the library
-    _attention = AttentionFunction.apply
+    varlen_forward_op.register_autograd(_gradients, setup_context=_varlen_setup_context)
+    _attention, _varlen_attention = forward_op, varlen_forward_op
+else:  # plain functions: eager calls into the library
+    forward_op, backward_op = _forward, _backward
+    varlen_forward_op, varlen_backward_op = _varlen_forward, _varlen_backward
+    _attention, _varlen_attention = AttentionFunction.apply, VarlenAttentionFunction.apply
 
 
 def kv_cache_forward(q, k_cache, v_cache, block_table=None, seqused_k=None, softmax_scale=None, causal=False,
@@ -291,14 +409,7 @@ def kv_cache_forward(q, k_cache, v_cache, block_table=None, seqused_k=None, soft
     o, lse = _outputs(q)
     window_left, window_right = window_size
     options = _options(scale, causal, window_left, window_right, softcap, False)
-    names = {"k": "k_cache", "v": "v_cache"}
-
-    def view(name, t):
-        if name in ("block_table", "seqused_k"):
-            return _index_view(name, t, q)
-        return _view(names.get(name, name), t)
-
-    args = _capi.forward_args(view, options, q=q, k=k_cache, v=v_cache, o=o, lse=lse, block_table=block_table,
+    args = _capi.forward_args(_views(q, {"k": "k_cache", "v": "v_cache"}), options, q=q, k=k_cache, v=v_cache, o=o, lse=lse, block_table=block_table,
                               seqused_k=seqused_k)
     _library.check(_library.library().flashgen_forward(_library.runtime(), ctypes.byref(args), _stream(q)))
     return o, lse
@@ -326,11 +437,45 @@ def attention(
     torch >= 2.4: a custom operator, traceable by torch.compile(fullgraph=True);
     torch 1.13 to 2.3: a torch.autograd.Function with the same results (eager only).
     """
-    softmax_scale = _scale(softmax_scale)
+    o, lse = _attention(q, k, v, *_op_options(q, k, v, softmax_scale, causal, window_size, softcap, deterministic,
+                                              return_lse))
+    return (o, lse) if return_lse else o
+
+
+def varlen_attention(
+    q,
+    k,
+    v,
+    cu_seqlens_q,
+    cu_seqlens_k,
+    max_seqlen_q,
+    max_seqlen_k,
+    softmax_scale=None,
+    causal=False,
+    window_size=(-1, -1),
+    softcap=0.0,
+    deterministic=False,
+    return_lse=False,
+):
+    """attention of packed variable-length sequences (FlashAttention-2's varlen call).
+
+    q: (total_q, heads_q, head_dim); k, v: (total_k, heads_kv, head_dim). cu_seqlens_q and
+    cu_seqlens_k: int32 (batch + 1,) on q's device, non-decreasing: sequence b is rows
+    cu_seqlens_q[b]:cu_seqlens_q[b + 1] of q and cu_seqlens_k[b]:cu_seqlens_k[b + 1] of k, v.
+    max_seqlen_q, max_seqlen_k (ints >= 1) bound the lengths. Every option applies per sequence
+    (causal and window aligned bottom-right to its own lengths). Returns o (total_q, heads_q,
+    head_dim), or (o, lse) with lse float32 (heads_q, total_q); rows outside every sequence get
+    o = 0, lse = -inf and zero gradients. Differentiable in q, k, v (and through lse).
+    """
+    o, lse = _varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k),
+                               *_op_options(q, k, v, softmax_scale, causal, window_size, softcap, deterministic,
+                                            return_lse))
+    return (o, lse) if return_lse else o
+
+
+def _op_options(q, k, v, softmax_scale, causal, window_size, softcap, deterministic, return_lse):
+    """The forward operators' trailing arguments, from the public calls' ones."""
     window_left, window_right = window_size
     prepare_backward = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
-    o, lse = _attention(
-        q, k, v, float(softmax_scale), bool(causal), int(window_left), int(window_right), float(softcap),
-        bool(deterministic), bool(return_lse), bool(prepare_backward),
-    )
-    return (o, lse) if return_lse else o
+    return (float(_scale(softmax_scale)), bool(causal), int(window_left), int(window_right), float(softcap),
+            bool(deterministic), bool(return_lse), bool(prepare_backward))

@@ -1,0 +1,185 @@
+"""Packed variable-length sequences in PyTorch (flashgen.varlen_attention and FlashAttention-2's
+flash_attn_varlen_func) on the CPU: outputs, lse and gradients against flash_attn_func on each
+sequence's rows (the same CPU code runs: equal) and against standard attention per sequence in
+plain torch (float64, autograd for the gradients); rows outside every sequence; the errors.
+"""
+import inspect
+import math
+import unittest
+
+import support
+
+try:
+    import torch
+except ImportError:
+    torch = None
+    print("flashgen-test: skipping: torch is not installed")
+
+if torch is not None:
+    import flashgen
+    from flashgen import flash_attn_interface as fai
+    from flashgen import torch_op
+    from test_torch import standard_attention
+
+# flash_attn 2.6+'s flash_attn_varlen_func: names, order, defaults.
+FA2_VARLEN = [
+    ("q", inspect.Parameter.empty), ("k", inspect.Parameter.empty), ("v", inspect.Parameter.empty),
+    ("cu_seqlens_q", inspect.Parameter.empty), ("cu_seqlens_k", inspect.Parameter.empty),
+    ("max_seqlen_q", inspect.Parameter.empty), ("max_seqlen_k", inspect.Parameter.empty), ("dropout_p", 0.0),
+    ("softmax_scale", None), ("causal", False), ("window_size", (-1, -1)), ("softcap", 0.0), ("alibi_slopes", None),
+    ("deterministic", False), ("return_attn_probs", False), ("block_table", None),
+]
+
+# Odd lengths, one longer than a 64-row tile, one token, no queries, no keys; queries never
+# outnumber keys (standard attention's rows without keys are NaN; flashgen's are 0).
+LEN_Q = [37, 0, 1, 60, 5, 3]
+LEN_K = [53, 9, 0, 65, 5, 3]
+LEAD, SPARE = 2, 3  # rows before the first sequence and after the last one
+
+
+def offsets(lengths):
+    cu = [LEAD]
+    for n in lengths:
+        cu.append(cu[-1] + n)
+    return torch.tensor(cu, dtype=torch.int32)
+
+
+@unittest.skipIf(torch is None, "torch is not installed")
+class VarlenTest(support.SeededTestCase):
+    def setUp(self):
+        super().setUp()
+        self.generator = torch.Generator().manual_seed(self.seed)
+
+    def randn(self, *shape, dtype=torch.float32):
+        return torch.randn(*shape, generator=self.generator, dtype=torch.float64).to(dtype)
+
+    def packed(self, heads_q=4, heads_kv=2, head_dim=32, dtype=torch.float32):
+        """q, k, v, dout, lse weights and the offsets of LEN_Q / LEN_K with LEAD and SPARE rows."""
+        cu_q, cu_k = offsets(LEN_Q), offsets(LEN_K)
+        total_q, total_k = int(cu_q[-1]) + SPARE, int(cu_k[-1]) + SPARE
+        q = self.randn(total_q, heads_q, head_dim, dtype=dtype)
+        k, v = (self.randn(total_k, heads_kv, head_dim, dtype=dtype) for _ in range(2))
+        return q, k, v, self.randn(*q.shape, dtype=dtype), self.randn(heads_q, total_q), cu_q, cu_k
+
+    def test_signature_is_flash_attn_2s(self):
+        params = inspect.signature(fai.flash_attn_varlen_func).parameters.values()
+        self.assertEqual([(p.name, p.default) for p in params], FA2_VARLEN)
+
+    def run_packed(self, q, k, v, dout, weights, cu_q, cu_k, **options):
+        """o, lse and the gradients of sum(o * dout) + sum(lse * weights) of one packed call."""
+        q, k, v = (t.clone().requires_grad_() for t in (q, k, v))
+        o, lse = flashgen.varlen_attention(q, k, v, cu_q, cu_k, max(LEN_Q), max(LEN_K), return_lse=True, **options)
+        ((o.float() * dout.float()).sum() + (lse * weights).sum()).backward()
+        return o.detach(), lse.detach(), q.grad, k.grad, v.grad
+
+    def test_matches_per_sequence_calls_and_standard_attention(self):
+        cases = {
+            "plain": (torch.float32, {}),
+            "causal": (torch.float32, {"causal": True}),
+            "window_softcap_scale": (torch.float32, {"window_size": (7, 3), "softcap": 5.0, "softmax_scale": 0.3}),
+            "bf16_causal": (torch.bfloat16, {"causal": True}),
+            "fp16_window": (torch.float16, {"window_size": (4, 0)}),
+        }
+        for case, (dtype, options) in cases.items():
+            with self.subTest(case=case):
+                q, k, v, dout, weights, cu_q, cu_k = self.packed(dtype=dtype)
+                o, lse, dq, dk, dv = self.run_packed(q, k, v, dout, weights, cu_q, cu_k, **options)
+                for name, t in (("o", o), ("dq", dq)):
+                    self.assertTrue(torch.equal(t[:LEAD], torch.zeros_like(t[:LEAD])), f"{case} {name} lead rows")
+                    self.assertTrue(torch.equal(t[-SPARE:], torch.zeros_like(t[-SPARE:])), f"{case} {name} spare rows")
+                for name, t in (("dk", dk), ("dv", dv)):
+                    self.assertTrue(torch.equal(t[-SPARE:], torch.zeros_like(t[-SPARE:])), f"{case} {name} spare rows")
+                self.assertTrue(torch.isneginf(lse[:, -SPARE:]).all(), f"{case} lse spare columns")
+                for b in range(len(LEN_Q)):
+                    q0, q1, k0, k1 = int(cu_q[b]), int(cu_q[b + 1]), int(cu_k[b]), int(cu_k[b + 1])
+                    rows, keys = slice(q0, q1), slice(k0, k1)
+                    where = f"{case} sequence {b} {self.where()}"
+                    if q1 == q0 or k1 == k0:  # o = 0, lse = -inf, zero gradients
+                        self.assertTrue(torch.equal(o[rows], torch.zeros_like(o[rows])), where)
+                        self.assertTrue(torch.isneginf(lse[:, rows]).all(), where)
+                        for t, r in ((dq, rows), (dk, keys), (dv, keys)):
+                            self.assertTrue(torch.equal(t[r], torch.zeros_like(t[r])), where)
+                        continue
+                    # The same sequence as a dense batch of one.
+                    one = [t[None, r].clone().requires_grad_() for t, r in ((q, rows), (k, keys), (v, keys))]
+                    o1, lse1 = flashgen.attention(*one, return_lse=True, **options)
+                    ((o1.float() * dout[None, rows].float()).sum() + (lse1[0] * weights[:, rows]).sum()).backward()
+                    for name, got, want in (("o", o[rows], o1[0]), ("lse", lse[:, rows], lse1[0]),
+                                            ("dq", dq[rows], one[0].grad[0]), ("dk", dk[keys], one[1].grad[0]),
+                                            ("dv", dv[keys], one[2].grad[0])):
+                        self.assertTrue(torch.equal(got, want.detach()), f"{name}: {where}")
+                    # Standard attention in float64.
+                    ref = [t.detach().double().requires_grad_() for t in one]
+                    ro, rlse = standard_attention(*ref, **options)
+                    ((ro * dout[None, rows].double()).sum() + (rlse[0] * weights[:, rows].double()).sum()).backward()
+                    tolerance = 2e-5 if dtype == torch.float32 else 3e-2
+                    for name, got, want in (("o", o[rows], ro[0]), ("lse", lse[:, rows], rlse[0]),
+                                            ("dq", dq[rows], ref[0].grad[0]), ("dk", dk[keys], ref[1].grad[0]),
+                                            ("dv", dv[keys], ref[2].grad[0])):
+                        error = (got.double() - want.detach()).abs().max().item()
+                        scale = max(1.0, want.abs().max().item())
+                        self.assertLessEqual(error, tolerance * scale, f"{name}: {where}")
+
+    def test_flash_attn_varlen_func_is_varlen_attention(self):
+        q, k, v, _, _, cu_q, cu_k = self.packed(heads_kv=4)
+        o = fai.flash_attn_varlen_func(q, k, v, cu_q, cu_k, max(LEN_Q), max(LEN_K), causal=True, window_size=(5, 0))
+        self.assertEqual(tuple(o.shape), tuple(q.shape))
+        want = flashgen.varlen_attention(q, k, v, cu_q, cu_k, max(LEN_Q), max(LEN_K), causal=True, window_size=(5, 0))
+        self.assertTrue(torch.equal(o, want))
+
+    @unittest.skipUnless(torch is not None and torch_op.HAS_CUSTOM_OP, "torch < 2.4: no custom_op to compare with")
+    def test_autograd_function_matches_the_custom_op(self):
+        q, k, v, dout, _, cu_q, cu_k = self.packed()
+        results = []
+        for fn in (torch_op.VarlenAttentionFunction.apply, torch_op.varlen_forward_op):
+            qkv = [t.clone().requires_grad_() for t in (q, k, v)]
+            o, _ = fn(*qkv, cu_q, cu_k, max(LEN_Q), max(LEN_K), 0.0, True, -1, -1, 0.0, False, False, True)
+            o.backward(dout)
+            results.append([o.detach()] + [t.grad for t in qkv])
+        for got, want in zip(*results):
+            self.assertTrue(torch.equal(got, want))
+
+    @unittest.skipUnless(torch is not None and torch_op.HAS_CUSTOM_OP, "torch < 2.4 has no torch.library.opcheck")
+    def test_opcheck(self):
+        q, k, v, dout, _, cu_q, cu_k = self.packed()
+        q, k, v = (t.requires_grad_() for t in (q, k, v))
+        lengths = (max(LEN_Q), max(LEN_K))
+        args = (q, k, v, cu_q, cu_k, *lengths, 0.0, True, -1, -1, 0.0, False, True, True)
+        torch.library.opcheck(torch.ops.flashgen.varlen_forward.default, args)
+        o, lse = torch.ops.flashgen.varlen_forward(*(a.detach() if torch.is_tensor(a) else a for a in args))
+        torch.library.opcheck(torch.ops.flashgen.varlen_backward.default,
+                              (dout, q.detach(), k.detach(), v.detach(), o, lse, cu_q, cu_k, *lengths, 0.0, True, -1,
+                               -1, 0.0, False))
+
+    def test_errors(self):
+        q, k, v, _, _, cu_q, cu_k = self.packed()
+        call = (q, k, v, cu_q, cu_k, max(LEN_Q), max(LEN_K))
+        refused = [
+            ({"dropout_p": 0.1}, r"dropout_p: is 0.1, expected 0.0"),
+            ({"alibi_slopes": torch.ones(4)}, r"alibi_slopes: is set, expected None"),
+            ({"return_attn_probs": True}, r"return_attn_probs: is True, expected False"),
+            ({"block_table": torch.zeros(1, 1, dtype=torch.int32)}, r"block_table: is set, expected None"),
+        ]
+        for kwargs, message in refused:
+            with self.subTest(message=message), self.assertRaisesRegex(ValueError, message):
+                fai.flash_attn_varlen_func(*call, **kwargs)
+        with self.assertRaisesRegex(TypeError, r"cu_seqlens_q: dtype is torch.int64, expected torch.int32"):
+            fai.flash_attn_varlen_func(q, k, v, cu_q.long(), cu_k, max(LEN_Q), max(LEN_K))
+        decreasing = cu_q.clone()
+        decreasing[2] = decreasing[1] - 1
+        invalid = [
+            ((q, k, v, decreasing, cu_k, max(LEN_Q), max(LEN_K)), r"varlen.cu_seqlens_q: \[2\] = \d+ is below \[1\]"),
+            ((q, k, v, cu_q, cu_k, 0, max(LEN_K)), r"varlen.max_seqlen_q: is 0, expected >= 1"),
+            ((q, k, v, cu_q, cu_k, 10, max(LEN_K)), r"varlen.cu_seqlens_q: sequence 0 has 37 rows, expected at most "
+                                                    r"varlen.max_seqlen_q = 10"),
+            ((q[None], k, v, cu_q, cu_k, max(LEN_Q), max(LEN_K)), r"q: rank is 4, expected 3 \(total_q, heads_q"),
+            ((q, k, v, cu_q, cu_k[:-1], max(LEN_Q), max(LEN_K)), r"varlen.cu_seqlens_k: shape\[0\] \(batch \+ 1\) is 6"),
+        ]
+        for args, message in invalid:
+            with self.subTest(message=message), self.assertRaisesRegex(flashgen.InvalidArgumentError, message):
+                fai.flash_attn_varlen_func(*args)
+        self.assertTrue(math.isfinite(fai.flash_attn_varlen_func(*call).sum().item()))
+
+
+if __name__ == "__main__":
+    unittest.main()
