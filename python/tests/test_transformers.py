@@ -43,6 +43,24 @@ class TransformersTest(support.SeededTestCase):
                                           num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
         self.compare(config, seqlen=37)
 
+    def test_llama_left_padded_batch(self):
+        """A padded batch (an attention_mask with zeros) runs through packed sequences: the logits of
+        the real tokens are sdpa's."""
+        config = transformers.LlamaConfig(vocab_size=101, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+        torch.manual_seed(self.seed)
+        name = flashgen.transformers.register()
+        reference = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="sdpa")
+        model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation=name)
+        model.load_state_dict(reference.state_dict())
+        tokens = torch.randint(0, config.vocab_size, (3, 21), generator=torch.Generator().manual_seed(self.seed))
+        mask = torch.ones_like(tokens)
+        mask[1, :6] = mask[2, :15] = 0
+        ref_logits, logits = (m(input_ids=tokens, attention_mask=mask).logits.detach() for m in (reference, model))
+        real = mask.bool()
+        torch.testing.assert_close(logits[real], ref_logits[real], rtol=1e-4, atol=1e-4,
+                                   msg=lambda m: f"logits: {m} {self.where()}")
+
     def test_mistral_sliding_window(self):
         config = transformers.MistralConfig(vocab_size=101, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
                                             num_attention_heads=4, num_key_value_heads=1, sliding_window=9,
