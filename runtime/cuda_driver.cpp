@@ -84,6 +84,14 @@ CudaDriver load_driver() {
   FLASHGEN_RESOLVE(cuEventRecord);
   FLASHGEN_RESOLVE(cuEventSynchronize);
   FLASHGEN_RESOLVE(cuEventElapsedTime);
+  FLASHGEN_RESOLVE(cuStreamCreate);
+  FLASHGEN_RESOLVE(cuStreamDestroy);
+  FLASHGEN_RESOLVE(cuStreamBeginCapture);
+  FLASHGEN_RESOLVE(cuStreamEndCapture);
+  FLASHGEN_RESOLVE(cuGraphInstantiateWithFlags);
+  FLASHGEN_RESOLVE(cuGraphLaunch);
+  FLASHGEN_RESOLVE(cuGraphExecDestroy);
+  FLASHGEN_RESOLVE(cuGraphDestroy);
   FLASHGEN_RESOLVE(cuTensorMapEncodeTiled);
 #undef FLASHGEN_RESOLVE
 

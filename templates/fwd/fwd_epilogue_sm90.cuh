@@ -2,8 +2,8 @@
 // divided by l) rounded to 16 bits into the warpgroup's own rows of the Q tile (its last
 // product reading them has retired), then to global by TMA stores, which clip rows past
 // the sequence end and columns past the head dim; lse = m + log(l) straight from registers.
-// Packed sequences end inside the tensor, where a TMA store would not clip: their rows are
-// stored by the warpgroup's threads instead.
+// Packed sequences end inside the tensor, where a TMA store would not clip: a warpgroup
+// whose rows the sequence's end cuts stores them with its threads instead.
 #pragma once
 
 #include "arch/fence.cuh"
@@ -37,11 +37,14 @@ struct FwdEpilogueSm90 {
       }
     }
     if constexpr (!Cfg::Offsets::tma_store_clips()) {
-      named_barrier_sync(barrier, 128);
-      // The warpgroup's rows: its 64-row slice of each 64-column block (rows are 128 bytes there).
-      store_tile<Tile, 128, Cfg::kHeadDim, Cfg::kVecLoad>(off.o(h, m0 + q_row0), p.o_stride.row, s_q + q_row0 * 128,
-                                                          min(64, rows_q - q_row0), threadIdx.x & 127);
-      return;
+      // Only a slice that the sequence's end cuts (the warpgroup's 64 rows are uniform here).
+      if (rows_q - q_row0 < 64) {
+        named_barrier_sync(barrier, 128);
+        // Its 64-row slice of each 64-column block (rows are 128 bytes there).
+        store_tile<Tile, 128, Cfg::kHeadDim, Cfg::kVecLoad>(off.o(h, m0 + q_row0), p.o_stride.row, s_q + q_row0 * 128,
+                                                            rows_q - q_row0, threadIdx.x & 127);
+        return;
+      }
     }
     fence_async_shared();  // the TMA store reads shared memory through the async proxy
     named_barrier_sync(barrier, 128);
