@@ -27,6 +27,16 @@ struct Visibility {
     return ok;
   }
 
+  // Keys [lo, hi) that query i sees (lo >= 0; empty when hi <= lo).
+  __device__ __forceinline__ void keys_of(int i, int& lo, int& hi) const {
+    lo = 0;
+    hi = seqlen_k;
+    if constexpr (kLocal) {
+      if (left >= 0) lo = max(lo, i + off - left);
+      if (right >= 0) hi = min(hi, i + off + right + 1);
+    }
+  }
+
   // Keys [begin, end) seen by any query of [q0, q1).
   __device__ __forceinline__ void key_range(int q0, int q1, int& begin, int& end) const {
     begin = 0;
@@ -97,6 +107,33 @@ __device__ __forceinline__ void mask_scores(float (&s)[kRT][kNT][4], const Vis& 
         const int c = col0 + 8 * nt + 2 * (lane & 3) + (e & 1);
         if (!(kRowsAreQueries ? vis.sees(r, c) : vis.sees(c, r))) s[mt][nt][e] = neg_inf();
       }
+}
+
+// mask_scores for rows that are queries, through each row's visible key range: the bounds
+// are computed once per row, relative to the thread's first column, so that every element
+// compares a compile-time column against two registers. The warp-specialised forward's
+// consumers are register-bound at d64 (three warpgroups at 160 registers): the per-element
+// form kept the sequence's bounds and their predicates live there, and spilled once those
+// bounds were per-sequence registers (packed sequences) rather than kernel parameters.
+template <class Vis, int kRT, int kNT>
+__device__ __forceinline__ void mask_query_rows(float (&s)[kRT][kNT][4], const Vis& vis, int row0, int col0, int lane) {
+  const int c0 = col0 + 2 * (lane & 3);
+#pragma unroll
+  for (int mt = 0; mt < kRT; ++mt)
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      int lo, hi;
+      vis.keys_of(row0 + 16 * mt + (lane >> 2) + 8 * hh, lo, hi);
+      lo -= c0;
+      hi -= c0;
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+        for (int e = 2 * hh; e < 2 * hh + 2; ++e) {
+          const int k = 8 * nt + (e & 1);
+          if (k < lo || k >= hi) s[mt][nt][e] = neg_inf();
+        }
+    }
 }
 
 }  // namespace flash

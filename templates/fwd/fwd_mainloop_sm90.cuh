@@ -119,7 +119,7 @@ struct FwdMainloopSm90 {
       const int n0 = n * Cfg::kBlockN;
       if constexpr (Cfg::kSoftcap) softcap_scores(s, softcap_pre, p.softcap);
       if (!vis.tile_visible(m0 + q_row0, m0 + wg_q1, n0, n0 + Cfg::kBlockN))
-        mask_scores<true>(s, vis, m0 + warp_row0, n0, lane);
+        mask_query_rows(s, vis, m0 + warp_row0, n0, lane);
       ledger.fold(s, p.scale_log2, corr);
     };
 
