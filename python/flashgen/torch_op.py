@@ -177,7 +177,8 @@ def _run_forward(q, k, v, options, prepare_backward, varlen=None):
     args = _capi.forward_args(_views(q), _options(*options), q=q, k=k, v=v, o=o, lse=lse, varlen=varlen)
     lib = _library.library()
     if prepare_backward and q.is_cuda:
-        _prepare_once(lib, args, (q.shape, k.shape, q.dtype, q.device, options, varlen and tuple(varlen[2:])))
+        max_seqlens = None if varlen is None else varlen[2:]
+        _prepare_once(lib, args, (q.shape, k.shape, q.dtype, q.device, options, max_seqlens))
     _library.check(lib.flashgen_forward(_library.runtime(), ctypes.byref(args), _stream(q)))
     return o, lse
 
