@@ -498,6 +498,11 @@ void check_packed_sequences(const PackedSequences& s, bool kv_cache) {
   if (s.packed() && s.cu_seqlens_k.data == nullptr)
     fail(Status::invalid_argument,
          "varlen.cu_seqlens_k: data is null while varlen.cu_seqlens_q is set, expected both offsets of packed sequences");
+  if (!s.packed() && s.cu_seqlens_k.data == nullptr && (s.max_seqlen_q != 0 || s.max_seqlen_k != 0))
+    fail(Status::invalid_argument,
+         "varlen.max_seqlen_q/max_seqlen_k: are {}/{} without cu_seqlens, expected 0 (a dense batch) or both offsets "
+         "of packed sequences",
+         s.max_seqlen_q, s.max_seqlen_k);
   if (!s.packed() && s.cu_seqlens_k.data != nullptr)
     fail(Status::invalid_argument,
          "varlen.cu_seqlens_q: data is null while varlen.cu_seqlens_k is set, expected both offsets of packed sequences");

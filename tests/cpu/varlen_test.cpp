@@ -399,6 +399,12 @@ const Rejection kRejections[] = {
        both(f, g, [](auto& a) { a.varlen.cu_seqlens_q.data = nullptr; });
        return "varlen.cu_seqlens_q: data is null while varlen.cu_seqlens_k is set";
      }},
+    {"max_seqlen_without_offsets", Status::invalid_argument, kBoth,
+     [](Packed&, ForwardArgs& f, BackwardArgs& g) -> std::string {
+       both(f, g, [](auto& a) { a.varlen.cu_seqlens_q = a.varlen.cu_seqlens_k = {}; });
+       return fmt::format("varlen.max_seqlen_q/max_seqlen_k: are {}/{} without cu_seqlens, expected 0",
+                          f.varlen.max_seqlen_q, f.varlen.max_seqlen_k);
+     }},
     {"cu_seqlens_k_not_int32", Status::invalid_argument, kBoth,
      [](Packed&, ForwardArgs& f, BackwardArgs& g) -> std::string {
        both(f, g, [](auto& a) { a.varlen.cu_seqlens_k.dtype = DType::f32; });
