@@ -89,6 +89,35 @@ TEST_F(BenchGrid, LayoutsPairEachDenseShapeWithItsPackedTwin) {
               ::testing::ThrowsMessage<Error>(::testing::HasSubstr("--layouts: got 'ragged', expected dense or varlen")));
 }
 
+TEST_F(BenchGrid, DecodeRowsAreIssue15sAtEveryPageSize) {
+  BenchOptions o;
+  o.decode = true;
+  o.page_sizes = {0, uniform(1, 300)};
+  const BenchPlan plan = make_bench_plan(o);
+  ASSERT_EQ(plan.passes, std::vector<BenchPass>{BenchPass::forward});  // a KV-cache forward has no backward
+  ASSERT_EQ(plan.shapes.size(), 5u * 2u);
+  const std::int64_t rows[5][3] = {{64, 1, 8192}, {8, 1, 65536}, {1, 1, 262144}, {64, 4, 8192}, {8, 16, 16384}};
+  for (std::size_t i = 0; i < plan.shapes.size(); ++i) {
+    const BenchShape& s = plan.shapes[i];
+    const auto& row = rows[i / 2];
+    EXPECT_TRUE(s.decode());
+    EXPECT_EQ(s.batch, row[0]);
+    EXPECT_EQ(s.seqlen_q, row[1]);
+    EXPECT_EQ(s.seqlen, row[2]);
+    EXPECT_EQ(s.page_size, o.page_sizes[i % 2]);
+    EXPECT_EQ(s.heads, 32);
+    EXPECT_EQ(s.heads_kv, 8);
+    EXPECT_EQ(s.head_dim, 128);
+    // K and V bytes, and 4 B H sq sk D FLOPs: rows 1-2 read the issue's 2.15 GB.
+    EXPECT_EQ(kv_bytes(s), 2.0 * row[0] * row[2] * 8 * 128 * 2);
+    EXPECT_EQ(forward_flops(s), 4.0 * row[0] * 32 * row[1] * row[2] * 128);
+  }
+  EXPECT_NEAR(kv_bytes(plan.shapes[0]), 2.147e9, 1e6);
+  o.page_sizes = {16, -2};
+  EXPECT_THAT([&] { make_bench_plan(o); },
+              ::testing::ThrowsMessage<Error>(::testing::HasSubstr("--page-sizes: got -2, expected a page size >= 1")));
+}
+
 TEST_F(BenchGrid, LengthsAcceptAKSuffix) {
   SCOPED_TRACE("seed " + std::to_string(seed_));
   const int n = uniform(1, 1 << 20);

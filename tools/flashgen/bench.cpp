@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <numeric>
 #include <random>
 #include <vector>
 
@@ -65,8 +66,12 @@ constexpr std::size_t kInputOffsets[] = {0, 1009, 2027, 3041};
 
 std::size_t largest_input(const BenchPlan& plan) {
   std::size_t largest = 0;
-  for (const BenchShape& s : plan.shapes)
-    largest = std::max<std::size_t>(largest, s.batch * s.seqlen * std::max(s.heads, s.heads_kv) * s.head_dim);
+  for (const BenchShape& s : plan.shapes) {
+    const std::int64_t keys = s.page_size > 0 ? (s.seqlen + s.page_size - 1) / s.page_size * s.page_size : s.seqlen;
+    const std::int64_t kv = s.batch * keys * s.heads_kv * s.head_dim;
+    const std::int64_t q = s.batch * (s.decode() ? s.seqlen_q : s.seqlen) * s.heads * s.head_dim;
+    largest = std::max<std::size_t>(largest, std::max(q, kv));
+  }
   return largest;
 }
 
@@ -74,6 +79,10 @@ std::size_t largest_input(const BenchPlan& plan) {
 class ShapeTensors {
  public:
   ShapeTensors(const BenchShape& s, DType dtype, const RandomValues& random) {
+    if (s.decode()) {
+      kv_cache(s, dtype, random);
+      return;
+    }
     const std::array<std::int64_t, 4> q_shape{s.batch, s.seqlen, s.heads, s.head_dim};
     const std::array<std::int64_t, 4> kv_shape{s.batch, s.seqlen, s.heads_kv, s.head_dim};
     const Tensor q = tensor(dtype, q_shape), k = tensor(dtype, kv_shape), v = tensor(dtype, kv_shape);
@@ -143,6 +152,44 @@ class ShapeTensors {
     forward_.varlen = backward_.varlen = seqs;
   }
 
+  // A decode row: q (batch, seqlen_q, heads, D) against a cache of s.seqlen keys per sequence,
+  // contiguous or in pages of s.page_size rows named by a shuffled block table; seqused_k
+  // gives every sequence all its keys (the engine's form: lengths read on the device).
+  void kv_cache(const BenchShape& s, DType dtype, const RandomValues& random) {
+    const std::array<std::int64_t, 4> q_shape{s.batch, s.seqlen_q, s.heads, s.head_dim};
+    const std::int64_t pages_per_seq = s.page_size > 0 ? (s.seqlen + s.page_size - 1) / s.page_size : 0;
+    const std::array<std::int64_t, 4> kv_shape =
+        s.page_size > 0 ? std::array<std::int64_t, 4>{s.batch * pages_per_seq, s.page_size, s.heads_kv, s.head_dim}
+                        : std::array<std::int64_t, 4>{s.batch, s.seqlen, s.heads_kv, s.head_dim};
+    ForwardArgs& f = forward_;
+    f.q = tensor(dtype, q_shape);
+    f.k = tensor(dtype, kv_shape);
+    f.v = tensor(dtype, kv_shape);
+    for (int i = 0; i < 3; ++i) {
+      const Tensor& t = i == 0 ? f.q : i == 1 ? f.k : f.v;
+      random.upload(reinterpret_cast<CUdeviceptr>(t.data), t.numel(), kInputOffsets[i]);
+    }
+    f.o = tensor(dtype, q_shape);
+    f.lse = tensor(DType::f32, {s.batch, s.heads, s.seqlen_q, 1});
+    f.lse.rank = 3;
+    f.options = s.options;
+    const auto ints = [&](const std::vector<std::int32_t>& values, std::array<std::int64_t, 4> shape, int rank) {
+      Tensor t = tensor(DType::i32, shape);
+      t.rank = rank;
+      check_cuda(cuda_driver().cuMemcpyHtoD(reinterpret_cast<CUdeviceptr>(t.data), values.data(), values.size() * 4),
+                 "cuMemcpyHtoD (bench KV cache)");
+      return t;
+    };
+    f.seqused_k = ints(std::vector<std::int32_t>(static_cast<std::size_t>(s.batch), static_cast<std::int32_t>(s.seqlen)),
+                       {s.batch, 1, 1, 1}, 1);
+    if (s.page_size > 0) {
+      std::vector<std::int32_t> table(static_cast<std::size_t>(s.batch * pages_per_seq));
+      std::iota(table.begin(), table.end(), 0);
+      std::shuffle(table.begin(), table.end(), std::mt19937(12345));
+      f.block_table = ints(table, {s.batch, pages_per_seq, 1, 1}, 2);
+    }
+  }
+
   std::vector<std::unique_ptr<DeviceAllocation>> allocations_;
   std::size_t bytes_ = 0;
   ForwardArgs forward_;
@@ -191,7 +238,8 @@ BenchResult measure(Runtime& runtime, const ShapeTensors& t, const BenchShape& s
   r.pass = pass;
   r.io_bytes = t.bytes();
   try {
-    r.workspace_bytes = runtime.backward_workspace_bytes(t.backward());
+    // A decode row has no backward.
+    r.workspace_bytes = shape.decode() ? 0 : runtime.backward_workspace_bytes(t.backward());
     // backward reads o and lse: one forward first.
     if (pass == BenchPass::backward) runtime.forward(t.forward());
     check_cuda(cuda_driver().cuCtxSynchronize(), "cuCtxSynchronize");
@@ -302,6 +350,11 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--layouts", o->layouts, "dense, varlen (the batch as packed sequences; comma-separated)")
       ->delimiter(',')
       ->check(CLI::IsMember({"dense", "varlen"}))
+      ->capture_default_str();
+  cmd->add_flag("--decode", o->decode,
+                "decode rows instead of the grid: issue 15's shapes over a KV cache (forward; K/V TB/s reported)");
+  cmd->add_option("--page-sizes", o->page_sizes, "with --decode: KV-cache page sizes, 0 for contiguous (comma-separated)")
+      ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--passes", o->passes, "fwd, bwd, fwdbwd (comma-separated)")
       ->delimiter(',')

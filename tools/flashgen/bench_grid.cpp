@@ -38,6 +38,30 @@ std::int64_t given_or(std::int64_t given, std::int64_t derived, const char* flag
   return given > 0 ? given : std::max<std::int64_t>(derived, 1);
 }
 
+// --decode: the decode rows at each page size, forward only (a KV-cache forward has no backward).
+BenchPlan decode_plan(const BenchOptions& o, BenchPlan plan) {
+  if (o.page_sizes.empty()) bad_flag("--page-sizes: is empty, expected page sizes such as 0,16,256 (0: contiguous)");
+  for (int page : o.page_sizes)
+    if (page < 0) bad_flag(fmt::format("--page-sizes: got {}, expected a page size >= 1 or 0 (contiguous)", page));
+  plan.passes = {BenchPass::forward};
+  for (const DecodeRow& row : kDecodeRows)
+    for (int page : o.page_sizes) {
+      BenchShape s;
+      s.head_dim = 128;
+      s.batch = given_or(o.batch, row.batch, "--batch");
+      s.seqlen_q = row.seqlen_q;
+      s.seqlen = row.seqlen_k;
+      s.heads = given_or(o.heads, 32, "--heads");
+      s.heads_kv = given_or(o.heads_kv, 8, "--heads-kv");
+      if (s.heads % s.heads_kv != 0)
+        bad_flag(fmt::format("--heads-kv: got {}, expected a divisor of the {} query heads", s.heads_kv, s.heads));
+      s.page_size = page;
+      s.options.softcap = o.softcap;
+      plan.shapes.push_back(s);
+    }
+  return plan;
+}
+
 }  // namespace
 
 const char* to_string(BenchPass pass) {
@@ -87,6 +111,7 @@ BenchPlan make_bench_plan(const BenchOptions& o) {
   if (o.warmup < 0) bad_flag(fmt::format("--warmup: got {}, expected a count >= 0", o.warmup));
   if (o.repeats < 1) bad_flag(fmt::format("--repeats: got {}, expected a count >= 1", o.repeats));
 
+  if (o.decode) return decode_plan(o, plan);
   std::vector<std::int64_t> seqlens;
   for (const std::string& text : o.seqlens) seqlens.push_back(parse_length(text, "--seqlens"));
   for (int d : o.head_dims)
@@ -115,7 +140,15 @@ BenchPlan make_bench_plan(const BenchOptions& o) {
   return plan;
 }
 
+double kv_bytes(const BenchShape& s) {
+  return 2.0 * static_cast<double>(s.batch) * static_cast<double>(s.seqlen) * static_cast<double>(s.heads_kv) *
+         s.head_dim * 2.0;
+}
+
 double forward_flops(const BenchShape& s) {
+  if (s.decode())  // every query sees every key
+    return 4.0 * static_cast<double>(s.batch) * static_cast<double>(s.heads) * static_cast<double>(s.seqlen_q) *
+           static_cast<double>(s.seqlen) * s.head_dim;
   const double n = static_cast<double>(s.seqlen);
   double pairs = s.options.causal ? n * n / 2 : n * n;
   const bool windowed = s.options.window_left >= 0 || s.options.window_right >= 0;

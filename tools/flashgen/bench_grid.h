@@ -24,6 +24,10 @@ struct BenchOptions {
   float softcap = 0.0f;
   bool deterministic = false;
   std::vector<std::string> layouts = {"dense"};  // dense, varlen
+  // Decode rows instead of the grid: issue 15's shapes (kDecodeRows) over a KV cache, forward
+  // only, each at every page size (0: a contiguous cache with per-sequence key counts).
+  bool decode = false;
+  std::vector<int> page_sizes = {0, 16, 256};
   std::vector<std::string> passes = {"fwd", "bwd", "fwdbwd"};
   int warmup = 2;
   int repeats = 7;
@@ -45,7 +49,18 @@ struct BenchShape {
   // The batch as packed sequences of seqlen tokens each (PackedSequences): the same memory,
   // FLOPs and kernels' tiles as the dense batch, so the ratio is what varlen addressing costs.
   bool varlen = false;
+  // A decode row: seqlen_q queries (1..16) per sequence against a KV cache of `seqlen` keys
+  // (per-sequence key counts given, all `seqlen`), paged when page_size > 0. 0: not a decode row.
+  std::int64_t seqlen_q = 0;
+  int page_size = 0;
+  bool decode() const { return seqlen_q > 0; }
 };
+
+// Issue 15's decode rows (bf16, D = 128, 32 query heads, 8 KV heads): batch, queries, keys.
+struct DecodeRow {
+  std::int64_t batch, seqlen_q, seqlen_k;
+};
+constexpr DecodeRow kDecodeRows[] = {{64, 1, 8192}, {8, 1, 65536}, {1, 1, 262144}, {64, 4, 8192}, {8, 16, 16384}};
 
 // What the flags expand to, validated: every bad flag value is an Error(invalid_argument)
 // naming the flag, the value and what was expected, raised before any GPU work.
@@ -67,6 +82,8 @@ std::vector<bool> parse_causal(const std::string& text);
 // forward+backward 3.5× the forward. With a sliding window, N² becomes the number of
 // (query, key) pairs the window lets through (causal included in the window).
 double forward_flops(const BenchShape& shape);
+// Bytes of K and V a forward reads (2 x batch x keys x heads_kv x head_dim x 2): what decode is bound by.
+double kv_bytes(const BenchShape& shape);
 double pass_flops(const BenchShape& shape, BenchPass pass);
 
 }  // namespace flashgen::cli

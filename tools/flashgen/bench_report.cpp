@@ -53,7 +53,12 @@ void print_row(std::ostream& out, const BenchResult& r) {
   else
     out << "failed: " << r.error.substr(0, r.error.find('\n'));  // compile logs go to the JSON
   out << window_text(s.options) << (s.options.softcap > 0 ? fmt::format(" softcap {}", s.options.softcap) : "")
-      << (s.options.deterministic ? " deterministic" : "") << (s.varlen ? " varlen" : "") << "\n";
+      << (s.options.deterministic ? " deterministic" : "") << (s.varlen ? " varlen" : "");
+  if (s.decode()) {
+    out << fmt::format(" decode q{} {}", s.seqlen_q, s.page_size > 0 ? fmt::format("page {}", s.page_size) : "contiguous");
+    if (r.timing) out << fmt::format(" {:.2f} TB/s", kv_bytes(s) / (r.timing->median_ms * 1e-3) / 1e12);
+  }
+  out << "\n";
   out.flush();
 }
 
@@ -73,6 +78,9 @@ std::string bench_json(const BenchSetup& setup, const std::vector<BenchResult>& 
         {"softcap", s.options.softcap},
         {"deterministic", s.options.deterministic},
         {"varlen", s.varlen},
+        {"decode_seqlen_q", s.seqlen_q},
+        {"page_size", s.page_size},
+        {"kv_bytes", kv_bytes(s)},
         {"pass", to_string(r.pass)},
         {"flops", pass_flops(s, r.pass)},
         {"workspace_bytes", r.workspace_bytes},
@@ -83,6 +91,7 @@ std::string bench_json(const BenchSetup& setup, const std::vector<BenchResult>& 
       row["min_ms"] = r.timing->min_ms;
       row["max_ms"] = r.timing->max_ms;
       row["tflops"] = r.tflops;
+      if (s.decode()) row["kv_tbps"] = kv_bytes(s) / (r.timing->median_ms * 1e-3) / 1e12;
       row["peak_extra_bytes"] = r.peak_extra_bytes;
     } else {
       row["error"] = r.error;
