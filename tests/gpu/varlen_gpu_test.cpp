@@ -25,9 +25,9 @@
 #include "element_values.h"
 #include "flashgen/flashgen.hpp"
 #include "input_precision_reference.h"
-#include "runtime/cpu/cpu_attention.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/validate.h"
+#include "varlen_reference.h"
 
 namespace flashgen::test {
 namespace {
@@ -173,54 +173,24 @@ TEST_P(VarlenGpu, ForwardAndBackwardMatchTheOracle) {
 
   // The oracle and pt (standard attention in the input precision), one sequence at a time.
   Problem p;
-  p.heads_q = c.heads_q, p.heads_kv = c.heads_kv, p.head_dim = hd, p.dtype = c.dtype, p.batch = 1;
+  p.heads_q = c.heads_q, p.heads_kv = c.heads_kv, p.head_dim = hd, p.dtype = c.dtype;
   p.options = options;
   p.options.softmax_scale = 1.0f / std::sqrt(static_cast<float>(hd));
   if (c.causal) p.options.window_right = 0;
   const int threads = std::max(1u, std::thread::hardware_concurrency());
-  std::vector<double> ref_o(used_q * qrow, 0.0), ref_dq(used_q * qrow, 0.0), ref_dk(used_k * krow, 0.0),
-      ref_dv(used_k * krow, 0.0);
-  std::vector<double> ref_lse(static_cast<std::size_t>(c.heads_q * used_q), -INFINITY);
-  std::vector<float> pt_o(ref_o.size(), 0.0f), pt_dq(ref_dq.size(), 0.0f), pt_dk(ref_dk.size(), 0.0f),
-      pt_dv(ref_dv.size(), 0.0f);
-  for (int b = 0; b < batch; ++b) {
-    if (len_q[b] == 0 || len_k[b] == 0) continue;  // no query: nothing; no key: o, dq = 0, lse = -inf
-    Problem one = p;
-    one.seqlen_q = len_q[b];
-    one.seqlen_k = len_k[b];
-    const auto rows = [](const std::vector<float>& x, std::int64_t from, std::int64_t n) {
-      return std::vector<float>(x.begin() + from, x.begin() + from + n);
-    };
-    const std::vector<float> qs = rows(q, cu_q[b] * qrow, len_q[b] * qrow), dos = rows(dout, cu_q[b] * qrow, len_q[b] * qrow);
-    const std::vector<float> ks = rows(k, cu_k[b] * krow, len_k[b] * krow), vs = rows(v, cu_k[b] * krow, len_k[b] * krow);
-    const std::vector<double> q64(qs.begin(), qs.end()), k64(ks.begin(), ks.end()), v64(vs.begin(), vs.end()),
-        do64(dos.begin(), dos.end());
-    const cpu::Fp64Outputs r = cpu::standard_forward_f64(one, q64, k64, v64, threads);
-    const cpu::Fp64Gradients gr = cpu::standard_backward_f64(one, q64, k64, v64, do64, threads);
-    const PtResult pt = input_precision_attention(one, qs, ks, vs, dos, threads);
-    std::copy(r.o.begin(), r.o.end(), ref_o.begin() + cu_q[b] * qrow);
-    std::copy(gr.dq.begin(), gr.dq.end(), ref_dq.begin() + cu_q[b] * qrow);
-    std::copy(gr.dk.begin(), gr.dk.end(), ref_dk.begin() + cu_k[b] * krow);
-    std::copy(gr.dv.begin(), gr.dv.end(), ref_dv.begin() + cu_k[b] * krow);
-    std::copy(pt.o.begin(), pt.o.end(), pt_o.begin() + cu_q[b] * qrow);
-    std::copy(pt.dq.begin(), pt.dq.end(), pt_dq.begin() + cu_q[b] * qrow);
-    std::copy(pt.dk.begin(), pt.dk.end(), pt_dk.begin() + cu_k[b] * krow);
-    std::copy(pt.dv.begin(), pt.dv.end(), pt_dv.begin() + cu_k[b] * krow);
-    for (int h = 0; h < c.heads_q; ++h)
-      for (int i = 0; i < len_q[b]; ++i) ref_lse[h * used_q + cu_q[b] + i] = r.lse[h * len_q[b] + i];
-  }
+  const PackedReference ref = packed_reference(p, cu_q, cu_k, q, k, v, dout, threads);
   const auto used = [](const std::vector<std::uint16_t>& bits, std::int64_t n, DType t) {
     return from_bits(t, std::vector<std::uint16_t>(bits.begin(), bits.begin() + n));
   };
-  std::vector<float> lse_used(ref_lse.size());
+  std::vector<float> lse_used(ref.lse.size());
   for (int h = 0; h < c.heads_q; ++h)
     std::copy_n(lse.begin() + h * total_q, used_q, lse_used.begin() + h * used_q);
   const double factor = c.softcap > 0 ? 3.0 : 2.0;
-  expect_rule("o", used(ob, used_q * qrow, c.dtype), ref_o, pt_o, c.dtype, factor);
-  expect_lse(lse_used, ref_lse);
-  expect_rule("dq", used(dqb, used_q * qrow, c.dtype), ref_dq, pt_dq, c.dtype, factor);
-  expect_rule("dk", used(dkb, used_k * krow, c.dtype), ref_dk, pt_dk, c.dtype, factor);
-  expect_rule("dv", used(dvb, used_k * krow, c.dtype), ref_dv, pt_dv, c.dtype, factor);
+  expect_rule("o", used(ob, used_q * qrow, c.dtype), ref.o, ref.pt_o, c.dtype, factor);
+  expect_lse(lse_used, ref.lse);
+  expect_rule("dq", used(dqb, used_q * qrow, c.dtype), ref.dq, ref.pt_dq, c.dtype, factor);
+  expect_rule("dk", used(dkb, used_k * krow, c.dtype), ref.dk, ref.pt_dk, c.dtype, factor);
+  expect_rule("dv", used(dvb, used_k * krow, c.dtype), ref.dv, ref.pt_dv, c.dtype, factor);
 }
 
 std::vector<VarlenCase> cases() {

@@ -18,7 +18,13 @@ struct EmulationCase {
   bool deterministic;
   bool packed_qkv;  // q, k, v views of one buffer (needs seqlen_q == seqlen_k)
   int min_splits = 1;  // a decode case: its forward splits the keys at least this many ways
+  // Packed sequences (varlen): `batch` sequences of varlen_lengths(seqlen_q / seqlen_k, b) rows,
+  // seqlen_q and seqlen_k being the max_seqlen bounds.
+  bool varlen = false;
 };
+
+// Sequence b's length in a varlen case: the bound, an empty one, then shorter and shorter.
+inline int varlen_length(int bound, int b) { return b == 1 ? 0 : bound - (bound * b) / 5; }
 
 inline void PrintTo(const EmulationCase& c, std::ostream* os) {
   *os << "d" << c.head_dim << " q" << c.seqlen_q << " k" << c.seqlen_k << " b" << c.batch << " h" << c.heads_q << "x"
@@ -54,6 +60,11 @@ inline std::vector<EmulationCase> emulation_cases() {
       // accumulator, split partials) are as wide as the tiles.
       {8, 70, 90, 2, 2, 1, true, -1, -1, 0.0f, DType::bf16, false, false},
       {3, 2, 500, 1, 4, 2, false, -1, -1, 0.0f, DType::f16, false, false, 2},
+      // Packed sequences: the prefill and backward kernels on per-sequence offsets (an empty
+      // sequence, lengths that end mid-tile, cross lengths; deterministic and atomic dQ).
+      {64, 150, 150, 4, 2, 1, true, -1, -1, 0.0f, DType::bf16, false, false, 1, true},
+      {80, 97, 130, 3, 2, 2, false, 20, 10, 0.0f, DType::f16, true, false, 1, true},
+      {40, 70, 70, 3, 3, 1, false, -1, -1, 25.0f, DType::bf16, false, false, 1, true},
   };
 }
 

@@ -18,6 +18,7 @@
 #include "runtime/cpu/dtype_convert.h"
 #include "runtime/launch_plan.h"
 #include "sm80_emulator.h"
+#include "varlen_reference.h"
 
 namespace flashgen::test {
 namespace {
@@ -93,10 +94,93 @@ void run_plan(const std::vector<KernelLaunch>& plan) {
 }
 
 std::string name_of(const EmulationCase& c) {
-  return fmt::format("d{}_q{}_k{}_b{}_h{}x{}_{}{}{}{}{}{}", c.head_dim, c.seqlen_q, c.seqlen_k, c.batch, c.heads_q,
+  return fmt::format("d{}_q{}_k{}_b{}_h{}x{}_{}{}{}{}{}{}{}", c.head_dim, c.seqlen_q, c.seqlen_k, c.batch, c.heads_q,
                      c.heads_kv, c.dtype == DType::bf16 ? "bf16" : "fp16", c.causal ? "_causal" : "",
                      c.window_left >= 0 || c.window_right >= 0 ? "_window" : "", c.softcap > 0 ? "_softcap" : "",
-                     c.deterministic ? "_det" : "", c.packed_qkv ? "_packed" : "");
+                     c.deterministic ? "_det" : "", c.packed_qkv ? "_packed" : "", c.varlen ? "_varlen" : "");
+}
+
+// Packed sequences (ForwardArgs::varlen) of varlen_length() rows each, two spare rows after
+// the last one that must stay poisoned, against the per-sequence oracle.
+void run_varlen(const EmulationCase& c, std::mt19937& rng) {
+  const DType t = c.dtype;
+  std::vector<int> cu_q{0}, cu_k{0};
+  for (int b = 0; b < c.batch; ++b) {
+    cu_q.push_back(cu_q.back() + varlen_length(c.seqlen_q, b));
+    cu_k.push_back(cu_k.back() + varlen_length(c.seqlen_k, b));
+  }
+  constexpr int kSpare = 2;
+  const std::int64_t total_q = cu_q.back() + kSpare, total_k = cu_k.back() + kSpare;
+  const std::int64_t qrow = std::int64_t{c.heads_q} * c.head_dim, krow = std::int64_t{c.heads_kv} * c.head_dim;
+  const std::vector<float> qv = random_values(rng, total_q * qrow, t), kv = random_values(rng, total_k * krow, t),
+                           vv = random_values(rng, total_k * krow, t), dov = random_values(rng, total_q * qrow, t);
+  const auto bits = [&](const std::vector<float>& x) {
+    std::vector<std::uint16_t> out(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) out[i] = to_bits(t, x[i]);
+    return out;
+  };
+  std::vector<std::uint16_t> q = bits(qv), k = bits(kv), v = bits(vv), dout = bits(dov);
+  std::vector<std::uint16_t> o(q.size(), 0xffff), dq(q.size(), 0xffff), dk(k.size(), 0xffff), dv(k.size(), 0xffff);
+  std::vector<float> lse(static_cast<std::size_t>(c.heads_q * total_q), NAN);
+  const auto rows = [&](std::vector<std::uint16_t>& x, std::int64_t n, std::int64_t heads) {
+    Tensor r = Tensor::contiguous(x.data(), t, {n, heads, c.head_dim, 1});
+    r.rank = 3;
+    r.stride = {heads * c.head_dim, c.head_dim, 1, 0};
+    return r;
+  };
+  const auto offsets = [](std::vector<int>& cu) {
+    Tensor r = Tensor::contiguous(cu.data(), DType::i32, {static_cast<std::int64_t>(cu.size()), 1, 1, 1});
+    r.rank = 1;
+    return r;
+  };
+  PackedSequences seqs;
+  seqs.cu_seqlens_q = offsets(cu_q);
+  seqs.cu_seqlens_k = offsets(cu_k);
+  seqs.max_seqlen_q = c.seqlen_q;
+  seqs.max_seqlen_k = c.seqlen_k;
+  ForwardArgs fa;
+  fa.q = rows(q, total_q, c.heads_q), fa.k = rows(k, total_k, c.heads_kv), fa.v = rows(v, total_k, c.heads_kv);
+  fa.o = rows(o, total_q, c.heads_q);
+  fa.lse = Tensor::contiguous(lse.data(), DType::f32, {c.heads_q, total_q, 1, 1});
+  fa.lse.rank = 2;
+  fa.options.causal = c.causal;
+  fa.options.window_left = c.window_left;
+  fa.options.window_right = c.window_right;
+  fa.options.softcap = c.softcap;
+  fa.options.deterministic = c.deterministic;
+  fa.varlen = seqs;
+  const Problem p = validate_forward(fa);
+  run_plan(plan_forward(fa, p, Arch::sm_80, 1, nullptr));
+  BackwardArgs ba;
+  ba.q = fa.q, ba.k = fa.k, ba.v = fa.v, ba.o = fa.o, ba.lse = fa.lse, ba.options = fa.options, ba.varlen = seqs;
+  ba.dout = rows(dout, total_q, c.heads_q);
+  ba.dq = rows(dq, total_q, c.heads_q), ba.dk = rows(dk, total_k, c.heads_kv), ba.dv = rows(dv, total_k, c.heads_kv);
+  const Problem pb = validate_backward(ba);
+  std::vector<float> workspace(backward_workspace_bytes(pb) / sizeof(float), NAN);
+  run_plan(plan_backward(ba, pb, Arch::sm_80, workspace.data()));
+
+  const int threads = std::max(1u, std::thread::hardware_concurrency());
+  const PackedReference ref = packed_reference(p, cu_q, cu_k, qv, kv, vv, dov, threads);
+  const auto covered = [&](const std::vector<std::uint16_t>& x, std::int64_t n) {
+    std::vector<float> out(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) out[i] = from_bits(t, x[i]);
+    return out;
+  };
+  const double factor = c.softcap > 0 ? 3.0 : 2.0;
+  const std::int64_t used_q = cu_q.back(), used_k = cu_k.back();
+  expect_rule("o", covered(o, used_q * qrow), ref.o, ref.pt_o, t, factor);
+  expect_rule("dq", covered(dq, used_q * qrow), ref.dq, ref.pt_dq, t, factor);
+  expect_rule("dk", covered(dk, used_k * krow), ref.dk, ref.pt_dk, t, factor);
+  expect_rule("dv", covered(dv, used_k * krow), ref.dv, ref.pt_dv, t, factor);
+  std::vector<float> lse_used(ref.lse.size());
+  for (int h = 0; h < c.heads_q; ++h) std::copy_n(lse.begin() + h * total_q, used_q, lse_used.begin() + h * used_q);
+  expect_lse(lse_used, ref.lse);
+  // The spare rows are no sequence's: never written.
+  const auto untouched = [](const std::vector<std::uint16_t>& x, std::int64_t from) {
+    return std::all_of(x.begin() + from, x.end(), [](std::uint16_t b) { return b == 0xffff; });
+  };
+  EXPECT_TRUE(untouched(o, used_q * qrow) && untouched(dq, used_q * qrow)) << "o or dq written past the sequences";
+  EXPECT_TRUE(untouched(dk, used_k * krow) && untouched(dv, used_k * krow)) << "dk or dv written past the sequences";
 }
 
 class KernelEmulation : public ::testing::TestWithParam<EmulationCase> {};
@@ -106,6 +190,7 @@ TEST_P(KernelEmulation, ForwardBackwardMatchOracle) {
   const unsigned seed = std::random_device{}();
   SCOPED_TRACE(fmt::format("seed {}", seed));
   std::mt19937 rng(seed);
+  if (c.varlen) return run_varlen(c, rng);
   const DType t = c.dtype;
   const Shape qs{c.batch, c.seqlen_q, c.heads_q, c.head_dim}, ks{c.batch, c.seqlen_k, c.heads_kv, c.head_dim};
   std::vector<std::uint16_t> qkv_st, q_st, k_st, v_st, o_st, do_st, dq_st, dk_st, dv_st;

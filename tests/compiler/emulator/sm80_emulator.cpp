@@ -63,9 +63,12 @@ void launch(Kernel k, dim3 grid, int threads, int smem_bytes, const FlashAttenti
   g_params = &p;
   gridDim = grid;
   blockDim = dim3{static_cast<unsigned>(threads), 1, 1};
-  for (unsigned z = 0; z < grid.z; ++z)
-    for (unsigned y = 0; y < grid.y; ++y)
-      for (unsigned x = 0; x < grid.x; ++x) {
+  // CTAs run last to first: the reverse of the order a GPU mostly starts them in, so that a
+  // kernel whose CTAs write what others read (or overwrite each other's rows) fails here.
+  for (unsigned zi = grid.z; zi-- > 0;)
+    for (unsigned yi = grid.y; yi-- > 0;)
+      for (unsigned xi = grid.x; xi-- > 0;) {
+        const unsigned x = xi, y = yi, z = zi;
         auto c = std::make_unique<Cta>();
         g_cta = c.get();
         blockIdx = dim3{x, y, z};

@@ -4,7 +4,7 @@
 // (templates/arch/ptx.cuh, cp_async.cuh, mma_sm80.cuh) are swapped for include/arch/, written
 // from the PTX ISA's fragment layouts. Each CUDA thread of a CTA runs as a fiber (ucontext); barriers and
 // warp collectives (ldmatrix, mma.sync, shfl) switch fibers until every participant
-// has arrived. CTAs run one after another. Slow, exact, deterministic.
+// has arrived. CTAs run one after another, last to first. Slow, exact, deterministic.
 #pragma once
 
 #include <ucontext.h>
