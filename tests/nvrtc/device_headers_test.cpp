@@ -224,6 +224,7 @@ extern "C" __global__ void t(float* out, int n) {
   flash::tile_span<64>(lo, hi, b, e);
   float s[1][8][4] = {};
   if (!vis.tile_visible(0, 64, 0, 64)) flash::mask_scores<true>(s, vis, 0, 0, threadIdx.x % 32);
+  flash::mask_query_rows(s, vis, 0, 64, threadIdx.x % 32);
   out[threadIdx.x] = s[0][0][0] + b + e;
 }
 )"},
@@ -250,6 +251,9 @@ extern "C" __global__ void t(const __grid_constant__ FlashAttentionParams p) {
   const flash::DenseOffsets off(p, blockIdx.z);
   off.o(blockIdx.y, threadIdx.x)[0] = off.q(blockIdx.y, 0)[off.seqlen_q() + off.seqlen_k()];
   p.lse[off.lse_row(blockIdx.y) + off.accum_row(0)] = 0.0f;
+  const flash::SeqOffsets<true> packed(p, blockIdx.z);
+  if (!packed.past_queries(0) && !packed.past_accum_rows(0))
+    packed.dq(blockIdx.y, threadIdx.x)[0] = packed.k(0, packed.tma_k_row(0))[packed.lse_row(0) + packed.accum_row(1)];
 }
 )"},
       {"attention/kv_cache_offsets.cuh", R"(
@@ -290,7 +294,7 @@ extern "C" __global__ void t(const __grid_constant__ FlashAttentionParams p) {
   const M m(0);
   if (threadIdx.x == 0) {
     m.init();
-    m.load(p, 0, 0, 0, 0, 0, 4);
+    m.load(p, Traits::Offsets(p, 0), 0, 0, 0, 0, 4);
   }
   const flash::Visibility<true> vis(p.seqlen_q, p.seqlen_k, -1, 0);
   M::Accumulator o;
@@ -306,7 +310,7 @@ extern "C" __global__ void t(const __grid_constant__ FlashAttentionParams p) {
   const flash::DenseOffsets off(p, 0);
   const float o[1][16][4] = {};
   const float lse[1][2] = {};
-  flash::FwdEpilogueSm90<Traits>::store<Traits::Tile<128, 128>>(p, off, 0, 0, 0, 0, 100, o, lse, 0, 1);
+  flash::FwdEpilogueSm90<Traits>::store<Traits::Tile<128, 128>>(p, off, 0, 0, 0, 100, o, lse, 0, 1);
 }
 )"},
       {"fwd/fwd_kernel_sm90.cuh", traits(kFwdWs) + R"(
@@ -501,7 +505,7 @@ extern "C" __global__ void t(const __grid_constant__ FlashAttentionParams p) {
   const flash::DkdvWorkItems<Traits> items(vis, 0, 2, 0, 128);
   if (threadIdx.x < 32) {
     M::init(l);
-    M::load(p, off, l, 0, 0, 0, items);
+    M::load(p, off, l, 0, 0, items);
     return;
   }
   if (threadIdx.x < 64) {
