@@ -10,6 +10,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <optional>
 #include <utility>
@@ -512,9 +513,10 @@ void check_packed_sequences(const PackedSequences& s, bool kv_cache) {
          "them per call");
 }
 
-// Adds the offsets of packed sequences to the tensors and inputs (checked on their own).
-void add_packed_offsets(const std::array<Arg, 2>& cu, std::vector<Arg>& tensors, std::vector<Arg>& inputs) {
-  for (const Arg& a : cu)
+// Adds the index tensors that are given (block_table, seqused_k, cu_seqlens) to the tensors
+// and inputs, each checked on its own.
+void add_index_tensors(std::initializer_list<Arg> indices, std::vector<Arg>& tensors, std::vector<Arg>& inputs) {
+  for (const Arg& a : indices)
     if (a.t.data != nullptr) {
       check_view(a);
       tensors.push_back(a);
@@ -555,13 +557,7 @@ Problem validate_forward(const ForwardArgs& args) {
   std::vector<Arg> tensors{q, k, v, o};
   std::vector<Arg> inputs{q, k, v};
   for (const Arg& a : tensors) check_view(a);
-  for (const Arg* a : {&block_table, &seqused_k})
-    if (a->t.data != nullptr) {
-      check_view(*a);
-      tensors.push_back(*a);
-      inputs.push_back(*a);
-    }
-  add_packed_offsets(cu, tensors, inputs);
+  add_index_tensors({block_table, seqused_k, cu[0], cu[1]}, tensors, inputs);
 
   Problem p = problem_of(q, k, args.varlen, cu, paged ? &args.block_table : nullptr);
   p.has_seqused_k = args.seqused_k.data != nullptr;
@@ -596,7 +592,7 @@ Problem validate_backward(const BackwardArgs& args) {
   std::vector<Arg> tensors{q, k, v, o, dout, dq, dk, dv};
   for (const Arg& a : tensors) check_view(a);
   std::vector<Arg> inputs{q, k, v, o, dout};
-  add_packed_offsets(cu, tensors, inputs);
+  add_index_tensors({cu[0], cu[1]}, tensors, inputs);
 
   Problem p = problem_of(q, k, args.varlen, cu);
   for (const Arg* a : {&v, &dk, &dv}) expect_shape(*a, key_shape(p), "k");

@@ -410,7 +410,8 @@ def kv_cache_forward(q, k_cache, v_cache, block_table=None, seqused_k=None, soft
     o, lse = _outputs(q)
     window_left, window_right = window_size
     options = _options(scale, causal, window_left, window_right, softcap, False)
-    args = _capi.forward_args(_views(q, {"k": "k_cache", "v": "v_cache"}), options, q=q, k=k_cache, v=v_cache, o=o, lse=lse, block_table=block_table,
+    view = _views(q, {"k": "k_cache", "v": "v_cache"})
+    args = _capi.forward_args(view, options, q=q, k=k_cache, v=v_cache, o=o, lse=lse, block_table=block_table,
                               seqused_k=seqused_k)
     _library.check(_library.library().flashgen_forward(_library.runtime(), ctypes.byref(args), _stream(q)))
     return o, lse

@@ -131,14 +131,8 @@ class ShapeTensors {
     };
     std::vector<std::int32_t> cu(static_cast<std::size_t>(s.batch + 1));
     for (std::size_t b = 0; b < cu.size(); ++b) cu[b] = static_cast<std::int32_t>(b * s.seqlen);
-    allocations_.push_back(std::make_unique<DeviceAllocation>(cu.size() * sizeof(std::int32_t)));
-    check_cuda(cuda_driver().cuMemcpyHtoD(allocations_.back()->ptr(), cu.data(), cu.size() * sizeof(std::int32_t)),
-               "cuMemcpyHtoD (cu_seqlens)");
     PackedSequences seqs;
-    seqs.cu_seqlens_q = Tensor::contiguous(reinterpret_cast<void*>(allocations_.back()->ptr()), DType::i32,
-                                           {s.batch + 1, 1, 1, 1}, kDevice);
-    seqs.cu_seqlens_q.rank = 1;
-    seqs.cu_seqlens_k = seqs.cu_seqlens_q;
+    seqs.cu_seqlens_q = seqs.cu_seqlens_k = indices(cu, {s.batch + 1, 1, 1, 1}, 1);
     seqs.max_seqlen_q = seqs.max_seqlen_k = s.seqlen;
     Tensor lse = forward_.lse;
     lse.rank = 2;
@@ -173,21 +167,24 @@ class ShapeTensors {
     f.lse = tensor(DType::f32, {s.batch, s.heads, s.seqlen_q, 1});
     f.lse.rank = 3;
     f.options = s.options;
-    const auto ints = [&](const std::vector<std::int32_t>& values, std::array<std::int64_t, 4> shape, int rank) {
-      Tensor t = tensor(DType::i32, shape);
-      t.rank = rank;
-      check_cuda(cuda_driver().cuMemcpyHtoD(reinterpret_cast<CUdeviceptr>(t.data), values.data(), values.size() * 4),
-                 "cuMemcpyHtoD (bench KV cache)");
-      return t;
-    };
-    f.seqused_k = ints(std::vector<std::int32_t>(static_cast<std::size_t>(s.batch), static_cast<std::int32_t>(s.seqlen)),
+    f.seqused_k = indices(std::vector<std::int32_t>(static_cast<std::size_t>(s.batch), static_cast<std::int32_t>(s.seqlen)),
                        {s.batch, 1, 1, 1}, 1);
     if (s.page_size > 0) {
       std::vector<std::int32_t> table(static_cast<std::size_t>(s.batch * pages_per_seq));
       std::iota(table.begin(), table.end(), 0);
       std::shuffle(table.begin(), table.end(), std::mt19937(12345));
-      f.block_table = ints(table, {s.batch, pages_per_seq, 1, 1}, 2);
+      f.block_table = indices(table, {s.batch, pages_per_seq, 1, 1}, 2);
     }
+  }
+
+  // An int32 tensor of `rank` on the device holding `values` (cu_seqlens, seqused_k, a block table).
+  Tensor indices(const std::vector<std::int32_t>& values, std::array<std::int64_t, 4> shape, int rank) {
+    Tensor t = tensor(DType::i32, shape);
+    t.rank = rank;
+    check_cuda(cuda_driver().cuMemcpyHtoD(reinterpret_cast<CUdeviceptr>(t.data), values.data(),
+                                          values.size() * sizeof(std::int32_t)),
+               "cuMemcpyHtoD (bench indices)");
+    return t;
   }
 
   std::vector<std::unique_ptr<DeviceAllocation>> allocations_;
