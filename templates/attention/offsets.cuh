@@ -10,11 +10,45 @@
 
 namespace flash {
 
+// The tensors of the parameter block by side, stated once: q, o, dout and dq are q-like (rows
+// are query positions), k, v, dk and dv k-like (key positions). Rows supplies where a row of
+// each side is: q_rows(base, strides, head, row) and k_rows(...), and holds p_.
+template <class Rows>
+class TensorRows : public Rows {
+ public:
+  using Rows::Rows;
+  __device__ __forceinline__ const u16* q(int h, int row) const { return qs(this->p_.q, this->p_.q_stride, h, row); }
+  __device__ __forceinline__ const u16* k(int h_kv, int row) const { return ks(this->p_.k, this->p_.k_stride, h_kv, row); }
+  __device__ __forceinline__ const u16* v(int h_kv, int row) const { return ks(this->p_.v, this->p_.v_stride, h_kv, row); }
+  __device__ __forceinline__ u16* o(int h, int row) const { return qs(this->p_.o, this->p_.o_stride, h, row); }
+  __device__ __forceinline__ const u16* dout(int h, int row) const {
+    return qs(this->p_.dout, this->p_.dout_stride, h, row);
+  }
+  __device__ __forceinline__ u16* dq(int h, int row) const { return qs(this->p_.dq, this->p_.dq_stride, h, row); }
+  __device__ __forceinline__ u16* dk(int h_kv, int row) const { return ks(this->p_.dk, this->p_.dk_stride, h_kv, row); }
+  __device__ __forceinline__ u16* dv(int h_kv, int row) const { return ks(this->p_.dv, this->p_.dv_stride, h_kv, row); }
+
+ private:
+  // The parameter block's untyped pointers as 16-bit elements, constness kept.
+  __device__ __forceinline__ const u16* qs(const void* base, const FlashStrides& s, int h, int row) const {
+    return this->q_rows(static_cast<const u16*>(base), s, h, row);
+  }
+  __device__ __forceinline__ u16* qs(void* base, const FlashStrides& s, int h, int row) const {
+    return this->q_rows(static_cast<u16*>(base), s, h, row);
+  }
+  __device__ __forceinline__ const u16* ks(const void* base, const FlashStrides& s, int h, int row) const {
+    return this->k_rows(static_cast<const u16*>(base), s, h, row);
+  }
+  __device__ __forceinline__ u16* ks(void* base, const FlashStrides& s, int h, int row) const {
+    return this->k_rows(static_cast<u16*>(base), s, h, row);
+  }
+};
+
 // Every value is read from the parameter block where it is used (kernel parameters are
 // constant-bank operands on the GPU), so that nothing here holds registers across a mainloop.
-class DenseOffsets {
+class DenseRows {
  public:
-  __device__ __forceinline__ DenseOffsets(const FlashAttentionParams& p, int batch) : p_(p), b_(batch) {}
+  __device__ __forceinline__ DenseRows(const FlashAttentionParams& p, int batch) : p_(p), b_(batch) {}
 
   __device__ __forceinline__ int seqlen_q() const { return p_.seqlen_q; }
   __device__ __forceinline__ int seqlen_k() const { return p_.seqlen_k; }
@@ -24,16 +58,14 @@ class DenseOffsets {
   __device__ __forceinline__ T* rows(T* base, const FlashStrides& s, int h, int row) const {
     return base + b_ * s.batch + h * s.head + row * s.row;
   }
-  __device__ __forceinline__ const u16* q(int h, int row) const { return rows(static_cast<const u16*>(p_.q), p_.q_stride, h, row); }
-  __device__ __forceinline__ const u16* k(int h_kv, int row) const { return rows(static_cast<const u16*>(p_.k), p_.k_stride, h_kv, row); }
-  __device__ __forceinline__ const u16* v(int h_kv, int row) const { return rows(static_cast<const u16*>(p_.v), p_.v_stride, h_kv, row); }
-  __device__ __forceinline__ u16* o(int h, int row) const { return rows(static_cast<u16*>(p_.o), p_.o_stride, h, row); }
-  __device__ __forceinline__ const u16* dout(int h, int row) const {
-    return rows(static_cast<const u16*>(p_.dout), p_.dout_stride, h, row);
+  template <class T>
+  __device__ __forceinline__ T* q_rows(T* base, const FlashStrides& s, int h, int row) const {
+    return rows(base, s, h, row);
   }
-  __device__ __forceinline__ u16* dq(int h, int row) const { return rows(static_cast<u16*>(p_.dq), p_.dq_stride, h, row); }
-  __device__ __forceinline__ u16* dk(int h_kv, int row) const { return rows(static_cast<u16*>(p_.dk), p_.dk_stride, h_kv, row); }
-  __device__ __forceinline__ u16* dv(int h_kv, int row) const { return rows(static_cast<u16*>(p_.dv), p_.dv_stride, h_kv, row); }
+  template <class T>
+  __device__ __forceinline__ T* k_rows(T* base, const FlashStrides& s, int h, int row) const {
+    return rows(base, s, h, row);
+  }
 
   // Index of query row 0 of head h in lse (batch, heads_q, seqlen_q).
   __device__ __forceinline__ i64 lse_row(int h) const { return (static_cast<i64>(b_) * p_.heads_q + h) * p_.seqlen_q; }
@@ -64,9 +96,9 @@ class DenseOffsets {
 // tensors and [cu_seqlens_k[b], cu_seqlens_k[b + 1]) of the k-like ones (params/attention_params.h),
 // clamped so that a bad offset reads and writes nothing outside the tensors and the grid.
 // The starts and lengths are loaded once: every bound and address of the CTA derives from them.
-class VarlenOffsets {
+class VarlenRows {
  public:
-  __device__ __forceinline__ VarlenOffsets(const FlashAttentionParams& p, int batch) : p_(p), b_(batch) {
+  __device__ __forceinline__ VarlenRows(const FlashAttentionParams& p, int batch) : p_(p), b_(batch) {
     range(p.cu_seqlens_q, batch, p.total_q, p.seqlen_q, start_q_, seqlen_q_);
     range(p.cu_seqlens_k, batch, p.total_k, p.seqlen_k, start_k_, seqlen_k_);
   }
@@ -74,16 +106,15 @@ class VarlenOffsets {
   __device__ __forceinline__ int seqlen_q() const { return seqlen_q_; }
   __device__ __forceinline__ int seqlen_k() const { return seqlen_k_; }
 
-  __device__ __forceinline__ const u16* q(int h, int row) const { return at(static_cast<const u16*>(p_.q), p_.q_stride, h, start_q_ + row); }
-  __device__ __forceinline__ const u16* k(int h_kv, int row) const { return at(static_cast<const u16*>(p_.k), p_.k_stride, h_kv, start_k_ + row); }
-  __device__ __forceinline__ const u16* v(int h_kv, int row) const { return at(static_cast<const u16*>(p_.v), p_.v_stride, h_kv, start_k_ + row); }
-  __device__ __forceinline__ u16* o(int h, int row) const { return at(static_cast<u16*>(p_.o), p_.o_stride, h, start_q_ + row); }
-  __device__ __forceinline__ const u16* dout(int h, int row) const {
-    return at(static_cast<const u16*>(p_.dout), p_.dout_stride, h, start_q_ + row);
+  // Row `row` of head `h` of sequence b in a packed (total, heads, head_dim) tensor.
+  template <class T>
+  __device__ __forceinline__ T* q_rows(T* base, const FlashStrides& s, int h, int row) const {
+    return at(base, s, h, start_q_ + row);
   }
-  __device__ __forceinline__ u16* dq(int h, int row) const { return at(static_cast<u16*>(p_.dq), p_.dq_stride, h, start_q_ + row); }
-  __device__ __forceinline__ u16* dk(int h_kv, int row) const { return at(static_cast<u16*>(p_.dk), p_.dk_stride, h_kv, start_k_ + row); }
-  __device__ __forceinline__ u16* dv(int h_kv, int row) const { return at(static_cast<u16*>(p_.dv), p_.dv_stride, h_kv, start_k_ + row); }
+  template <class T>
+  __device__ __forceinline__ T* k_rows(T* base, const FlashStrides& s, int h, int row) const {
+    return at(base, s, h, start_k_ + row);
+  }
 
   // lse is (heads_q, total_q).
   __device__ __forceinline__ i64 lse_row(int h) const { return static_cast<i64>(h) * p_.total_q + start_q_; }
@@ -107,6 +138,9 @@ class VarlenOffsets {
   // A TMA store would write the next sequence's rows: stores go row by row instead.
   static constexpr bool tma_store_clips() { return false; }
 
+ protected:
+  const FlashAttentionParams& p_;
+
  private:
   template <class T>
   __device__ __forceinline__ static T* at(T* base, const FlashStrides& s, int h, int row) {
@@ -118,10 +152,12 @@ class VarlenOffsets {
     len = min(max(cu[b + 1] - start, 0), min(max_len, total - start));
   }
 
-  const FlashAttentionParams& p_;
   int b_;
   int start_q_, seqlen_q_, start_k_, seqlen_k_;
 };
+
+using DenseOffsets = TensorRows<DenseRows>;
+using VarlenOffsets = TensorRows<VarlenRows>;
 
 template <bool kVarlen>
 using SeqOffsets = typename Select<kVarlen, VarlenOffsets, DenseOffsets>::type;
