@@ -10,12 +10,12 @@
 #include <limits>
 #include <optional>
 #include <thread>
-#include <thread_pool/thread_pool.hpp>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "runtime/environment.h"
 #include "runtime/kernel_cache.h"
+#include "runtime/work_queue.h"
 
 namespace flashgen {
 
@@ -56,7 +56,7 @@ class CompileQueue {
     const size_t threads = o.compile_threads > 0 ? static_cast<size_t>(o.compile_threads) : cores;
     pool_.emplace(std::max<size_t>(1, std::min(threads, specs.size())));
     for (const KernelSpec& s : specs)
-      futures_[s.hash()] = pool_->Submit([this, s] {
+      futures_[s.hash()] = pool_->submit([this, s] {
                                  try {
                                    o_.cache->get(s);
                                  } catch (...) {
@@ -94,7 +94,7 @@ class CompileQueue {
   std::atomic<int> compiled_{0};
   std::unordered_map<std::string, std::shared_future<void>> futures_;
   std::unordered_set<std::string> failed_;
-  std::optional<thread_pool::ThreadPool> pool_;  // last: its threads finish before the rest goes
+  std::optional<WorkQueue> pool_;  // last: its threads finish before the rest goes
 };
 
 // The fastest candidate that beats the default by min_gain and passes the check (the

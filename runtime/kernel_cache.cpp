@@ -9,7 +9,6 @@
 #include <mutex>
 #include <shared_mutex>
 #include <thread>
-#include <thread_pool/thread_pool.hpp>
 #include <unordered_map>
 
 #include "compiler/embedded_files.h"
@@ -19,6 +18,7 @@
 #include "runtime/environment.h"
 #include "runtime/kernel_dump.h"
 #include "runtime/kernel_json.h"
+#include "runtime/work_queue.h"
 
 namespace flashgen {
 
@@ -74,15 +74,14 @@ struct KernelCache::Impl {
 
   std::atomic<long> memory_hits{0}, disk_hits{0}, compiles{0}, corrupt_entries{0};
 
-  // prefetch's compile threads, started on its first use. Set `closing` before the pool
-  // goes: queued compiles are then dropped, running ones finish.
-  std::atomic<bool> closing{false};
+  // prefetch's compile threads, started on its first use. Destroying them drops the queued
+  // compiles; running ones finish.
   std::once_flag background_once;
-  std::unique_ptr<thread_pool::ThreadPool> background;
+  std::unique_ptr<WorkQueue> background;
 
-  thread_pool::ThreadPool& background_pool() {
+  WorkQueue& background_pool() {
     std::call_once(background_once, [&] {
-      background = std::make_unique<thread_pool::ThreadPool>(compile_threads());
+      background = std::make_unique<WorkQueue>(compile_threads());
     });
     return *background;
   }
@@ -334,7 +333,6 @@ KernelCache::KernelCache(KernelCacheOptions options) : impl_(std::make_unique<Im
 }
 
 KernelCache::~KernelCache() {
-  impl_->closing = true;
   impl_->background.reset();  // the compile running on each thread finishes; queued ones are dropped
   // Modules exist only if the driver loaded. Each is unloaded in its own context;
   // failures (a context the caller already destroyed) are ignored at teardown.
@@ -384,9 +382,9 @@ std::vector<const CompiledKernel*> KernelCache::get_many(std::span<const KernelS
   if (missing.size() <= 1) {
     for (size_t i : missing) resolve(i);
   } else {
-    thread_pool::ThreadPool pool(std::min(impl_->compile_threads(), missing.size()));
+    WorkQueue pool(std::min(impl_->compile_threads(), missing.size()));
     std::vector<std::future<void>> done;
-    for (size_t i : missing) done.push_back(pool.Submit(resolve, i));
+    for (size_t i : missing) done.push_back(pool.submit([&resolve, i] { resolve(i); }));
     for (auto& d : done) d.get();
   }
   for (const std::exception_ptr& e : errors)
@@ -399,14 +397,12 @@ void KernelCache::prefetch(std::span<const KernelSpec> specs) {
   for (const KernelSpec& spec : specs) {
     Slot& s = m.slot(spec);
     if (s.ready.load(std::memory_order_acquire) || s.queued.exchange(true)) continue;
-    m.background_pool().Submit([this, spec, &s] {
-      if (!impl_->closing) {
-        try {
-          get(spec);
-        } catch (const std::exception& e) {
-          // The get() that needs the kernel compiles it again and reports the error.
-          impl_->log(LogLevel::debug, fmt::format("background compile of {} failed: {}", spec.uri(), e.what()));
-        }
+    m.background_pool().submit([this, spec, &s] {
+      try {
+        get(spec);
+      } catch (const std::exception& e) {
+        // The get() that needs the kernel compiles it again and reports the error.
+        impl_->log(LogLevel::debug, fmt::format("background compile of {} failed: {}", spec.uri(), e.what()));
       }
       s.queued = false;
     });

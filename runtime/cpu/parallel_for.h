@@ -1,4 +1,4 @@
-// Runs a loop's iterations on a thread pool. Each iteration writes its own outputs, so
+// Runs a loop's iterations on worker threads (runtime/work_queue.h). Each iteration writes its own outputs, so
 // results never depend on the number of threads or on the order in which tasks run.
 #pragma once
 
@@ -7,8 +7,9 @@
 #include <cstdint>
 #include <future>
 #include <thread>
-#include <thread_pool/thread_pool.hpp>
 #include <vector>
+
+#include "runtime/work_queue.h"
 
 namespace flashgen::cpu {
 
@@ -31,9 +32,9 @@ void parallel_for(int threads, std::int64_t count, const Task& task) {
   auto work = [&] {
     for (std::int64_t i = next++; i < count; i = next++) task(i);
   };
-  thread_pool::ThreadPool pool(static_cast<std::size_t>(workers));
+  WorkQueue pool(static_cast<std::size_t>(workers));
   std::vector<std::future<void>> done;
-  for (std::int64_t w = 0; w < workers; ++w) done.push_back(pool.Submit(work));
+  for (std::int64_t w = 0; w < workers; ++w) done.push_back(pool.submit(work));
   for (auto& d : done) d.get();
 }
 

@@ -300,8 +300,21 @@ SourceGenerator broken_source(Counter& calls) {
   };
 }
 
-// A generator that holds every compile until the test opens the gate, so that the tests
-// can tell "returned at once" from "returned after compiling".
+// Waits until `done()` holds, at most a minute: a test that waits for the cache's threads
+// fails instead of hanging when they never get there.
+template <class Done>
+[[nodiscard]] bool eventually(Done done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+// A generator that holds every compile until the test opens the gate (or a minute passed:
+// a failed test does not hang in the cache's destructor), so that the tests can tell
+// "returned at once" from "returned after compiling".
 struct GatedGenerator {
   std::mutex mutex;
   std::condition_variable opened_cv;
@@ -320,7 +333,7 @@ struct GatedGenerator {
       if (held && !held(s)) return tiny_kernel(s);
       ++calls;
       std::unique_lock lock(mutex);
-      opened_cv.wait(lock, [&] { return opened; });
+      opened_cv.wait_for(lock, std::chrono::seconds(60), [&] { return opened; });
       return tiny_kernel(s);
     };
   }
@@ -342,7 +355,7 @@ TEST(KernelCache, PrefetchReturnsAtOnceAndGetWaitsForTheBackgroundCompile) {
   const std::vector<KernelSpec> specs = distinct_specs(4);
 
   cache.prefetch(specs);  // returns while every compile is held at the gate
-  while (gate.calls < 2) std::this_thread::yield();  // both compile threads have started one
+  ASSERT_TRUE(eventually([&] { return gate.calls >= 2; })) << "both compile threads run one";
   EXPECT_EQ(cache.stats().compiles, 0);
   cache.prefetch(specs);  // queued or running already: nothing is queued twice
   gate.open();
@@ -361,15 +374,13 @@ TEST(KernelCache, ReadyKernelsAreServedWhileBackgroundCompilesRun) {
   KernelCache cache(quiet_options(dir.path(), gate.generator([&](const KernelSpec& s) { return !(s == specs[0]); }), 2));
   const CompiledKernel& ready = cache.get(specs[0]);
   cache.prefetch(std::span(specs).subspan(1));
-  while (gate.calls < 2) std::this_thread::yield();  // both held compiles are running
+  ASSERT_TRUE(eventually([&] { return gate.calls >= 2; })) << "both held compiles run at once";
   std::atomic<bool> served{false};
   std::thread user([&] {
     EXPECT_EQ(&cache.get(specs[0]), &ready);
     served = true;
   });
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (!served && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
-  EXPECT_TRUE(served) << "a kernel in memory waited for unrelated background compiles";
+  EXPECT_TRUE(eventually([&] { return served.load(); })) << "a kernel in memory waited for unrelated background compiles";
   gate.open();
   user.join();
   for (const KernelSpec& s : specs) cache.get(s);
@@ -395,7 +406,7 @@ TEST(KernelCache, DestroyingTheCacheDropsQueuedPrefetches) {
   GatedGenerator gate;
   auto cache = std::make_unique<KernelCache>(quiet_options(dir.path(), gate.generator(), 1));
   cache->prefetch(distinct_specs(6));
-  while (gate.calls < 1) std::this_thread::yield();
+  ASSERT_TRUE(eventually([&] { return gate.calls >= 1; }));
   std::thread opener([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     gate.open();
@@ -412,7 +423,7 @@ TEST(KernelCache, PrefetchFailureIsReportedByTheGetThatNeedsIt) {
   const KernelSpec spec;
   const KernelSpec specs[] = {spec};
   cache.prefetch(specs);  // fails in the background, silently
-  while (calls < 1) std::this_thread::yield();
+  ASSERT_TRUE(eventually([&] { return calls >= 1; }));
   EXPECT_THROW(cache.get(spec), Error);  // compiles again (after the background attempt) and throws
   EXPECT_GE(calls.load(), 2);
 }
