@@ -4,7 +4,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$root/.deps/include"
-for h in nlohmann CLI xxhash.h xxh3.h thread_pool; do
+for h in nlohmann CLI xxhash.h xxh3.h; do
   cp -r "/usr/include/$h" "$root/.deps/include/"
 done
 echo "staged: $(ls "$root/.deps/include" | tr '\n' ' ')"

@@ -49,6 +49,7 @@ KernelPieces kernel_pieces(const KernelSpec& s) {
               "flash::FwdSplitKvKernel<Traits, flash::SplitKvScheduler, flash::FwdSplitKvMainloop<Traits>, "
               "flash::FwdSplitKvEpilogue<Traits>>"};
     case Pass::fwd_combine: return {{"fwd/fwd_combine_kernel.cuh"}, "flash::FwdCombineKernel<Traits>"};
+    case Pass::kv_append: return {{"kv_cache/kv_append_kernel.cuh"}, "flash::KvAppendKernel<Traits>"};
   }
   throw Error(Status::internal, "kernel_pieces: unknown pass");
 }

@@ -169,6 +169,16 @@ std::vector<KernelSpec> select_forward_kernels(const ProblemKey& problem, Arch a
   return {forward_spec(problem, arch)};
 }
 
+KernelSpec select_kv_append_kernel(int head_dim, DType dtype, bool paged, Arch arch) {
+  KernelSpec s;
+  s.pass = Pass::kv_append;
+  s.head_dim = head_dim;
+  s.dtype = dtype;
+  s.paged = paged;
+  s.arch = arch;
+  return first_valid(s, {{16, 16, 4, 1}});
+}
+
 std::vector<KernelSpec> select_backward_kernels(const ProblemKey& problem, Arch arch) {
   std::vector<KernelSpec> out = {rowwise_spec(problem, Pass::bwd_preprocess, arch), dkdv_spec(problem, arch)};
   if (problem.deterministic)

@@ -36,4 +36,9 @@ bool has_backward(const ProblemKey& problem);
 std::vector<KernelSpec> select_forward_kernels(const ProblemKey& problem, Arch arch);
 std::vector<KernelSpec> select_backward_kernels(const ProblemKey& problem, Arch arch);
 
+// The KV append (Runtime::append_kv) for rows of head_dim elements of dtype into a dense or
+// paged cache: 16 rows per CTA of 4 warps, so that a decode step's few rows still spread
+// over many SMs (the append is a copy bound by latency).
+KernelSpec select_kv_append_kernel(int head_dim, DType dtype, bool paged, Arch arch);
+
 }  // namespace flashgen

@@ -7,6 +7,8 @@
 
 #include <xxhash.h>
 
+#include <utility>
+
 namespace flashgen {
 
 const char* to_string(Pass p) {
@@ -18,6 +20,7 @@ const char* to_string(Pass p) {
     case Pass::bwd_dq_convert: return "bwd_dq_convert";
     case Pass::fwd_splitkv: return "fwd_splitkv";
     case Pass::fwd_combine: return "fwd_combine";
+    case Pass::kv_append: return "kv_append";
   }
   return "?";
 }
@@ -117,8 +120,14 @@ std::vector<std::string> KernelSpec::problems() const {
       add(out, "block_m: got {} with {} warps, expected a multiple of 16*warps = {} (each warp owns 16-row slices)",
           block_m, warps, 16 * warps);
   }
-  if (paged && pass != Pass::fwd_splitkv)
-    add(out, "paged: set for the {} pass, expected it only on fwd_splitkv (the paged-cache forward)", to_string(pass));
+  if (paged && pass != Pass::fwd_splitkv && pass != Pass::kv_append)
+    add(out, "paged: set for the {} pass, expected it only on fwd_splitkv and kv_append (the paged-cache kernels)",
+        to_string(pass));
+  if (pass == Pass::kv_append)  // one kernel per (head_dim, dtype, paged): the rest does not change its code
+    for (const auto& [set, name] : {std::pair{causal, "causal"}, {window, "window"}, {softcap, "softcap"},
+                                    {deterministic, "deterministic"}, {varlen, "varlen"}})
+      if (set) add(out, "{}: set for the kv_append pass, expected it unset (the append depends on head_dim, dtype and "
+                   "paged only)", name);
   if (varlen && (pass == Pass::fwd_splitkv || pass == Pass::fwd_combine))
     add(out, "varlen: set for the {} pass, expected it only on the prefill forward and the backward passes",
         to_string(pass));
@@ -221,7 +230,8 @@ int KernelSpec::accumulators_per_thread() const {
       return (decode_warp_rows() * d + decode_warp_rows() * n / decode_key_slices()) / 32;
     case Pass::bwd_preprocess:
     case Pass::bwd_dq_convert:
-    case Pass::fwd_combine: return 0;
+    case Pass::fwd_combine:
+    case Pass::kv_append: return 0;
   }
   return 0;
 }

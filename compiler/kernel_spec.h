@@ -22,9 +22,10 @@ enum class Pass : int {
   bwd_dq_convert = 4,  // fp32 dQ accumulator -> dq in the input dtype, times the scale
   fwd_splitkv = 5,     // decode forward: a GQA-packed query tile against one split of the keys per CTA
   fwd_combine = 6,     // decode forward over several splits: the parts merged by lse into o and lse
+  kv_append = 7,       // new K/V rows into a KV cache at each sequence's length, keys (and q) rotated
 };
-constexpr Pass kAllPasses[] = {Pass::fwd,           Pass::bwd_preprocess, Pass::bwd_dkdv,   Pass::bwd_dq,
-                               Pass::bwd_dq_convert, Pass::fwd_splitkv,   Pass::fwd_combine};
+constexpr Pass kAllPasses[] = {Pass::fwd,         Pass::bwd_preprocess, Pass::bwd_dkdv,    Pass::bwd_dq,
+                               Pass::bwd_dq_convert, Pass::fwd_splitkv, Pass::fwd_combine, Pass::kv_append};
 
 enum class Arch : int { sm_80 = 80, sm_86 = 86, sm_89 = 89, sm_90 = 90, sm_90a = 900 };
 constexpr Arch kAllArchs[] = {Arch::sm_80, Arch::sm_86, Arch::sm_89, Arch::sm_90, Arch::sm_90a};

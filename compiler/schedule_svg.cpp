@@ -153,6 +153,8 @@ const char* pass_title(Pass p, bool deterministic) {
       return "Forward (decode): split-KV";
     case Pass::fwd_combine:
       return "Forward (decode): combine";
+    case Pass::kv_append:
+      return "KV append";
   }
   return "";
 }
@@ -225,6 +227,11 @@ PanelText panel_text(const PassSchedule& s, const ScheduleShape& shape) {
       t.about = {"one CTA per row block:", "the splits' O rows merged by their lse", "no tile loop"};
       t.notes = {grid, "launched only when the keys are split"};
       break;
+    case Pass::kv_append:
+      t.about = {"one CTA per row block of the new keys, values", "and rotated queries: copied (keys rotated)",
+                 "into the cache at each sequence's length; no tile loop"};
+      t.notes = {grid, "launched before the forward over the cache"};
+      break;
   }
   return t;
 }
@@ -269,6 +276,7 @@ Panel layout_panel(const PassSchedule& s, const ScheduleShape& shape, const Grid
     case Pass::bwd_preprocess:
     case Pass::bwd_dq_convert:
     case Pass::fwd_combine:
+    case Pass::kv_append:
       p.left = kLabelColumn;
       body = kRowBlockWidth;
       break;
@@ -531,6 +539,7 @@ void draw_panel(Svg& svg, const Panel& p, const ScheduleShape& shape, Grid g, do
     case Pass::bwd_preprocess:
     case Pass::bwd_dq_convert:
     case Pass::fwd_combine:
+    case Pass::kv_append:
       draw_row_block_panel(svg, s, g);
       draw_frame(svg, g, kRowBlockWidth);
       break;

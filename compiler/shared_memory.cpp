@@ -56,6 +56,7 @@ int KernelSpec::shared_memory_bytes() const {
       return kFlashMaxSplits * 4 + 16 + threads() / (padded_head_dim() / 8) * padded_head_dim() * 4;
     case Pass::bwd_preprocess:
     case Pass::bwd_dq_convert:
+    case Pass::kv_append:
       return 0;
   }
   return 0;

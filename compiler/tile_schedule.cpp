@@ -221,6 +221,7 @@ PassSchedule schedule_pass(const KernelSpec& spec, const ScheduleShape& shape) {
       schedule_row_blocks(s, shape.seqlen_q, kDqRowRounding);
       break;
     case Pass::fwd_combine:
+    case Pass::kv_append:
       schedule_row_blocks(s, shape.seqlen_q, 1);
       break;
   }

@@ -33,7 +33,8 @@ int accumulator_budget(const KernelSpec& s) {
     case Pass::fwd_splitkv: return 128;
     case Pass::bwd_preprocess:
     case Pass::bwd_dq_convert:
-    case Pass::fwd_combine: return 0;
+    case Pass::fwd_combine:
+    case Pass::kv_append: return 0;
   }
   return 0;
 }

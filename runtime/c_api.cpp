@@ -64,6 +64,11 @@ struct FirstLayout<flashgen_backward_args> {
   static constexpr std::size_t end = offsetof(flashgen_backward_args, workspace_bytes) + sizeof(size_t);
 };
 template <>
+struct FirstLayout<flashgen_kv_append_args> {
+  static constexpr const char* name = "flashgen_kv_append_args";
+  static constexpr std::size_t end = offsetof(flashgen_kv_append_args, q_rotated) + sizeof(flashgen_tensor);
+};
+template <>
 struct FirstLayout<flashgen_runtime_options> {
   static constexpr const char* name = "flashgen_runtime_options";
   static constexpr std::size_t end = offsetof(flashgen_runtime_options, log_user_data) + sizeof(void*);
@@ -153,6 +158,24 @@ flashgen::ForwardArgs to_cpp(const flashgen_forward_args& in) {
   out.block_table = to_cpp(a.block_table);
   out.seqused_k = to_cpp(a.seqused_k);
   out.varlen = to_cpp_varlen(a);
+  return out;
+}
+
+flashgen::KvAppendArgs to_cpp(const flashgen_kv_append_args& in) {
+  const flashgen_kv_append_args a = versioned(&in, "args", &flashgen_kv_append_args_init);
+  flashgen::KvAppendArgs out;
+  out.k = to_cpp(a.k);
+  out.v = to_cpp(a.v);
+  out.k_cache = to_cpp(a.k_cache);
+  out.v_cache = to_cpp(a.v_cache);
+  out.block_table = to_cpp(a.block_table);
+  out.cache_seqlens = to_cpp(a.cache_seqlens);
+  out.rotary.cos = to_cpp(a.rotary_cos);
+  out.rotary.sin = to_cpp(a.rotary_sin);
+  out.rotary.interleaved = a.rotary_interleaved != 0;
+  out.q_at_consecutive_positions = a.q_at_consecutive_positions != 0;
+  out.q = to_cpp(a.q);
+  out.q_rotated = to_cpp(a.q_rotated);
   return out;
 }
 
@@ -272,6 +295,13 @@ void flashgen_backward_args_init(flashgen_backward_args* args) {
   flashgen_attention_options_init(&args->options);
 }
 
+void flashgen_kv_append_args_init(flashgen_kv_append_args* args) {
+  if (args == nullptr) return;
+  std::memset(args, 0, sizeof *args);
+  args->struct_size = sizeof *args;
+  args->q_at_consecutive_positions = 1;
+}
+
 void flashgen_tune_shape_init(flashgen_tune_shape* shape) {
   if (shape == nullptr) return;
   std::memset(shape, 0, sizeof *shape);
@@ -322,6 +352,14 @@ flashgen_status flashgen_forward(flashgen_runtime* runtime, const flashgen_forwa
     require(runtime, "runtime", "a runtime from flashgen_runtime_create");
     require(args, "args", "the forward arguments");
     runtime->runtime.forward(to_cpp(*args), stream);
+  });
+}
+
+flashgen_status flashgen_append_kv(flashgen_runtime* runtime, const flashgen_kv_append_args* args, void* stream) {
+  return flashgen::c_api::guarded([&] {
+    require(runtime, "runtime", "a runtime from flashgen_runtime_create");
+    require(args, "args", "the KV append arguments");
+    runtime->runtime.append_kv(to_cpp(*args), stream);
   });
 }
 

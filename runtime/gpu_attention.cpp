@@ -124,4 +124,9 @@ void gpu_backward(KernelCache& cache, const BackwardArgs& args, const Problem& p
   });
 }
 
+void gpu_kv_append(KernelCache& cache, const KvAppendArgs& args, const KvAppendProblem& problem, CUstream stream) {
+  KernelLaunch l = plan_kv_append(args, problem, device_arch(problem.cache.device));
+  launch(cache, l, stream);
+}
+
 }  // namespace flashgen

@@ -250,10 +250,56 @@ std::vector<KernelLaunch> plan_backward(const BackwardArgs& args, const Problem&
       case Pass::bwd_dq: out.push_back({s, {blocks(p.seqlen_q, s.block_m), hq, b}, f}); break;
       case Pass::fwd:
       case Pass::fwd_splitkv:
-      case Pass::fwd_combine: break;
+      case Pass::fwd_combine:
+      case Pass::kv_append: break;
     }
   }
   return out;
+}
+
+KernelLaunch plan_kv_append(const KvAppendArgs& args, const KvAppendProblem& a, Arch arch) {
+  const Problem& p = a.cache;
+  const KernelSpec spec = select_kv_append_kernel(static_cast<int>(p.head_dim), p.dtype, p.paged, arch);
+  FlashAttentionParams f{};
+  f.batch = static_cast<int>(p.batch);
+  f.seqlen_k = static_cast<int>(p.seqlen_k);
+  f.heads_kv = static_cast<int>(p.heads_kv);
+  f.head_dim = static_cast<int>(p.head_dim);
+  f.k_new = args.k.data;
+  f.v_new = args.v.data;
+  f.k_new_stride = strides(args.k);
+  f.v_new_stride = strides(args.v);
+  f.k_cache = args.k_cache.data;
+  f.v_cache = args.v_cache.data;
+  f.k_stride = strides(args.k_cache);
+  f.v_stride = strides(args.v_cache);
+  f.cache_seqlens = static_cast<const int*>(args.cache_seqlens.data);
+  f.seqlen_new = static_cast<int>(a.seqlen_new);
+  if (p.paged) {
+    f.block_table = static_cast<const int*>(args.block_table.data);
+    f.block_table_stride = args.block_table.stride[0];
+    f.page_size = static_cast<int>(p.page_size);
+    f.num_pages = static_cast<int>(p.num_pages);
+  }
+  if (a.rotary_dim > 0) {
+    f.rotary_dim = static_cast<int>(a.rotary_dim);
+    f.rotary_rows = static_cast<int>(a.rotary_rows);
+    f.rotary_stride = args.rotary.cos.stride[0];
+    f.rotary_cos = args.rotary.cos.data;
+    f.rotary_sin = args.rotary.sin.data;
+    f.rotary_interleaved = args.rotary.interleaved;
+  }
+  if (a.rotate_q) {
+    f.q = args.q.data;
+    f.o = args.q_rotated.data;
+    f.q_stride = strides(args.q);
+    f.o_stride = strides(args.q_rotated);
+    f.seqlen_q = static_cast<int>(p.seqlen_q);
+    f.heads_q = static_cast<int>(p.heads_q);
+    f.rotary_q_consecutive = args.q_at_consecutive_positions;
+  }
+  const std::int64_t rows = 2 * p.batch * a.seqlen_new * p.heads_kv + (a.rotate_q ? p.batch * p.seqlen_q * p.heads_q : 0);
+  return {spec, {blocks(rows, spec.block_m), 1, 1}, f};
 }
 
 }  // namespace flashgen

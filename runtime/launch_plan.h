@@ -53,4 +53,7 @@ std::vector<KernelLaunch> plan_forward(const ForwardArgs& args, const Problem& p
 std::vector<KernelLaunch> plan_backward(const BackwardArgs& args, const Problem& p,
                                         const std::vector<KernelSpec>& specs, void* workspace);
 
+// The KV append (Runtime::append_kv): one launch of the kv_append kernel for the arch.
+KernelLaunch plan_kv_append(const KvAppendArgs& args, const KvAppendProblem& problem, Arch arch);
+
 }  // namespace flashgen

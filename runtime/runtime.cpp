@@ -137,6 +137,13 @@ void Runtime::backward(const BackwardArgs& args, void* stream) {
   gpu_backward(impl_->kernels(), args, p, static_cast<CUstream>(stream), impl_->kernels_for(p, TunedPass::backward));
 }
 
+void Runtime::append_kv(const KvAppendArgs& args, void* stream) {
+  const KvAppendProblem a = validate_kv_append(args);
+  if (a.cache.device == kCpu) return cpu::kv_append(args, a, impl_->options.cpu_threads);
+  ensure_context(a.cache.device);
+  gpu_kv_append(impl_->kernels(), args, a, static_cast<CUstream>(stream));
+}
+
 void Runtime::prepare(const ForwardArgs& args, Passes passes) {
   const unsigned bits = static_cast<unsigned>(passes);
   if (bits == 0 || (bits & ~static_cast<unsigned>(Passes::both)) != 0)

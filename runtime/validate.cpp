@@ -39,10 +39,15 @@ constexpr DimNames kPackedQueryDims{"total_q", "heads_q", "head_dim", "unused"};
 constexpr DimNames kPackedKeyDims{"total_k", "heads_kv", "head_dim", "unused"};
 constexpr DimNames kPackedLseDims{"heads_q", "total_q", "unused", "unused"};
 constexpr DimNames kCuSeqlensDims{"batch + 1", "unused", "unused", "unused"};
+// KV append (KvAppendArgs).
+constexpr DimNames kNewKeyDims{"batch", "seqlen_new", "heads_kv", "head_dim"};
+constexpr DimNames kCacheDims{"batch", "capacity", "heads_kv", "head_dim"};
+constexpr DimNames kRotaryDims{"positions", "rotary_dim / 2", "unused", "unused"};
 
 // What a tensor argument holds: rows of head_dim elements in the problem's dtype (q, k, v, o
-// and their gradients), the fp32 lse, or int32 indices (block_table, seqused_k, cu_seqlens).
-enum class Kind { rows, lse, index };
+// and their gradients), the fp32 lse, int32 indices (block_table, seqused_k, cu_seqlens), or a
+// table in the problem's dtype read one element at a time (rotary cos and sin).
+enum class Kind { rows, lse, index, table };
 
 // A tensor argument, its name in messages and the names of its dimensions.
 struct Arg {
@@ -266,6 +271,24 @@ void check_element_count(const Arg& a) {
          a.name, fmt::join(a.shape(), ", "));
 }
 
+// A paged cache's geometry: `pages` (num_pages, page_size, ...) named by block_table (batch,
+// max_pages_per_seq), whose batch must be p.batch (`batch_of` holds it); seqlen_k is the table's
+// width times page_size.
+void paged_geometry(Problem& p, const Arg& pages, const Tensor& block_table, const char* batch_of) {
+  p.paged = true;
+  p.num_pages = pages.t.shape[0];
+  p.page_size = pages.t.shape[1];
+  p.max_pages_per_seq = block_table.shape[1];
+  if (block_table.shape[0] != p.batch)
+    fail(Status::invalid_argument, "block_table: shape[0] (batch) is {}, expected {} like {}", block_table.shape[0],
+         p.batch, batch_of);
+  if (__builtin_mul_overflow(p.max_pages_per_seq, p.page_size, &p.seqlen_k))
+    fail(Status::invalid_argument,
+         "block_table: shape[1] (max_pages_per_seq) {} times {}'s page_size {} overflows int64, expected a sequence "
+         "length that int64 counts",
+         p.max_pages_per_seq, pages.name, p.page_size);
+}
+
 // The geometry q and k define; k must agree with q on batch and head_dim (a paged k: on
 // head_dim, its pages are (num_pages, page_size, heads_kv, head_dim)).
 Problem geometry(const Arg& q, const Arg& k, const Tensor* block_table = nullptr) {
@@ -279,18 +302,7 @@ Problem geometry(const Arg& q, const Arg& k, const Tensor* block_table = nullptr
   p.dtype = q.t.dtype;
   p.device = q.t.device;
   if (block_table != nullptr) {
-    p.paged = true;
-    p.num_pages = k.t.shape[0];
-    p.page_size = k.t.shape[1];
-    p.max_pages_per_seq = block_table->shape[1];
-    if (block_table->shape[0] != p.batch)
-      fail(Status::invalid_argument, "block_table: shape[0] (batch) is {}, expected {} like q", block_table->shape[0],
-           p.batch);
-    if (__builtin_mul_overflow(p.max_pages_per_seq, p.page_size, &p.seqlen_k))
-      fail(Status::invalid_argument,
-           "block_table: shape[1] (max_pages_per_seq) {} times k's page_size {} overflows int64, expected a sequence "
-           "length that int64 counts",
-           p.max_pages_per_seq, p.page_size);
+    paged_geometry(p, k, *block_table, "q");
     expect_shape(k, {p.num_pages, p.page_size, p.heads_kv, p.head_dim}, "q (head_dim)");
   } else {
     expect_shape(k, {p.batch, p.seqlen_k, p.heads_kv, p.head_dim}, "q");
@@ -351,7 +363,7 @@ void check_cu_seqlens_on_cpu(const Arg& cu, std::int64_t total, std::int64_t max
 // dtype and device must match q's (lse: device only; its dtype is fp32).
 void expect_like_q(const std::vector<Arg>& args, const Problem& p) {
   for (const Arg& a : args) {
-    if (a.kind == Kind::rows && a.t.dtype != p.dtype)
+    if ((a.kind == Kind::rows || a.kind == Kind::table) && a.t.dtype != p.dtype)
       fail(Status::invalid_argument, "{}: dtype is {}, expected {} like q", a.name, to_string(a.t.dtype), to_string(p.dtype));
     if (a.t.device != p.device)
       fail(Status::invalid_argument, "{}: device is {}, expected {} like q (all tensors on one device)", a.name,
@@ -387,6 +399,8 @@ std::string q_dimension(const Problem& p, std::string_view name) {
   return fmt::format("varlen.cu_seqlens_q: shape[0] - 1 ({})", name);
 }
 
+void check_gpu_alignment(const std::vector<Arg>& args, const Problem& p);
+
 // The generated kernels: fp16/bf16, head_dim 1..256 (tiles of at least 32 columns), 16-byte vector loads of q/k/v/o rows.
 void check_gpu_limits(const std::vector<Arg>& args, const Problem& p) {
   const std::string dev = device_name(p.device);
@@ -411,9 +425,14 @@ void check_gpu_limits(const std::vector<Arg>& args, const Problem& p) {
   for (const auto& [what, n] : {std::pair{queries, p.seqlen_q}, {keys, p.seqlen_k}, {"k: shape[0] (num_pages)", p.num_pages},
                                 {"q: shape[0] (total_q)", p.total_q}, {"k: shape[0] (total_k)", p.total_k}})
     if (n > kInt32) fail(Status::unsupported, "{} is {} on {}, expected at most 2^31 - 1 for the GPU kernels", what, n, dev);
+  check_gpu_alignment(args, p);
+}
+
+void check_gpu_alignment(const std::vector<Arg>& args, const Problem& p) {
+  const std::string dev = device_name(p.device);
   for (const Arg& a : args) {
     const bool rows = a.kind == Kind::rows;
-    const std::size_t align = rows ? kGpuAlignmentBytes : sizeof(float);
+    const std::size_t align = rows ? kGpuAlignmentBytes : size_of(a.t.dtype);
     if (address(a.t.data) % align != 0)
       fail(Status::unsupported, "{}: data pointer {} is not {}-byte aligned, expected {}-byte alignment on {}{}", a.name,
            fmt::ptr(a.t.data), align, align, dev, rows ? " (the kernels use 16-byte vector loads)" : "");
@@ -427,14 +446,18 @@ void check_gpu_limits(const std::vector<Arg>& args, const Problem& p) {
   }
 }
 
-void check_cpu_limits(const std::vector<Arg>& args, const Problem& p) {
-  if (p.head_dim > kCpuMaxHeadDim)
-    fail(Status::unsupported, "{} is {}, expected 1..{} for the CPU backend", q_dimension(p, "head_dim"), p.head_dim,
-         kCpuMaxHeadDim);
+void check_cpu_alignment(const std::vector<Arg>& args) {
   for (const Arg& a : args)
     if (address(a.t.data) % size_of(a.t.dtype) != 0)
       fail(Status::invalid_argument, "{}: data pointer {} is not aligned to its element size, expected a multiple of {} bytes",
            a.name, fmt::ptr(a.t.data), size_of(a.t.dtype));
+}
+
+void check_cpu_limits(const std::vector<Arg>& args, const Problem& p) {
+  if (p.head_dim > kCpuMaxHeadDim)
+    fail(Status::unsupported, "{} is {}, expected 1..{} for the CPU backend", q_dimension(p, "head_dim"), p.head_dim,
+         kCpuMaxHeadDim);
+  check_cpu_alignment(args);
 }
 
 void check_backend_limits(const std::vector<Arg>& args, const Problem& p) {
@@ -607,6 +630,176 @@ Problem validate_backward(const BackwardArgs& args) {
   check_backend_limits(tensors, p);
   check_packed_offsets(p, args.varlen, cu);
   return p;
+}
+
+namespace {
+
+// On the CPU the positions are read here: every new row lands inside the cache, on a page
+// the block table names inside it, and every rotated query finds its row of the tables.
+void check_append_positions_on_cpu(const KvAppendArgs& args, const KvAppendProblem& a) {
+  const Problem& p = a.cache;
+  const auto* start = static_cast<const std::int32_t*>(args.cache_seqlens.data);
+  const auto* table = static_cast<const std::int32_t*>(args.block_table.data);
+  for (std::int64_t b = 0; b < p.batch; ++b) {
+    const std::int64_t pos = start[b * args.cache_seqlens.stride[0]];
+    if (pos < 0 || pos + a.seqlen_new > p.seqlen_k)
+      fail(Status::invalid_argument,
+           "cache_seqlens: [{}] is {}, expected 0..{} (the cache holds {} positions per sequence and k: shape[1] "
+           "(seqlen_new) = {} rows are appended)",
+           b, pos, p.seqlen_k - a.seqlen_new, p.seqlen_k, a.seqlen_new);
+    if (p.paged)
+      for (std::int64_t slot = pos / p.page_size; a.seqlen_new > 0 && slot <= (pos + a.seqlen_new - 1) / p.page_size;
+           ++slot) {
+        const std::int64_t page = table[b * args.block_table.stride[0] + slot * args.block_table.stride[1]];
+        if (page < 0 || page >= p.num_pages)
+          fail(Status::invalid_argument, "block_table: [{}][{}] is {}, expected a page in 0..{} (k_cache: shape[0])", b,
+               slot, page, p.num_pages - 1);
+      }
+    if (a.rotate_q) {
+      const std::int64_t last = pos + (args.q_at_consecutive_positions ? p.seqlen_q - 1 : 0);
+      if (last >= a.rotary_rows)
+        fail(Status::invalid_argument,
+             "rotary.cos: shape[0] (positions) is {}, expected more than {} (the last position of sequence {}'s "
+             "queries: cache_seqlens[{}] = {}{})",
+             a.rotary_rows, last, b, b, pos,
+             args.q_at_consecutive_positions ? fmt::format(" + q: shape[1] (seqlen_q) {} - 1", p.seqlen_q) : "");
+    }
+  }
+}
+
+bool same_view(const Tensor& a, const Tensor& b) {
+  return a.data == b.data && a.rank == b.rank && a.shape == b.shape && a.stride == b.stride && a.dtype == b.dtype &&
+         a.device == b.device;
+}
+
+}  // namespace
+
+KvAppendProblem validate_kv_append(const KvAppendArgs& args) {
+  const bool paged = args.block_table.data != nullptr;
+  const DimNames& cache_dims = paged ? kPageDims : kCacheDims;
+  const Arg k{"k", args.k, kNewKeyDims}, v{"v", args.v, kNewKeyDims};
+  const Arg k_cache{"k_cache", args.k_cache, cache_dims}, v_cache{"v_cache", args.v_cache, cache_dims};
+  const Arg block_table{"block_table", args.block_table, kBlockTableDims, 2, Kind::index};
+  const Arg cache_seqlens{"cache_seqlens", args.cache_seqlens, kSequsedDims, 1, Kind::index};
+  const Arg cos{"rotary.cos", args.rotary.cos, kRotaryDims, 2, Kind::table};
+  const Arg sin{"rotary.sin", args.rotary.sin, kRotaryDims, 2, Kind::table};
+  const Arg q{"q", args.q, kQueryDims}, q_rotated{"q_rotated", args.q_rotated, kQueryDims};
+  if (args.cache_seqlens.data == nullptr)
+    fail(Status::invalid_argument,
+         "cache_seqlens: data is null, expected int32 (batch,): each sequence's length in the cache, where its new "
+         "rows go");
+  std::vector<Arg> tensors{k, v, k_cache, v_cache, cache_seqlens};
+  for (const Arg& a : tensors) check_view(a);
+  std::vector<Arg> inputs{k, v, cache_seqlens};
+  if (paged) {
+    check_view(block_table);
+    tensors.push_back(block_table);
+    inputs.push_back(block_table);
+  }
+
+  KvAppendProblem a;
+  Problem& p = a.cache;
+  p.batch = k.t.shape[0];
+  a.seqlen_new = k.t.shape[1];
+  p.heads_kv = k.t.shape[2];
+  p.head_dim = k.t.shape[3];
+  p.dtype = k.t.dtype;
+  p.device = k.t.device;
+  expect_shape(v, {p.batch, a.seqlen_new, p.heads_kv, p.head_dim}, "k");
+  if (paged) {
+    paged_geometry(p, k_cache, block_table.t, "k");
+    expect_shape(k_cache, {p.num_pages, p.page_size, p.heads_kv, p.head_dim}, "k (heads_kv, head_dim)");
+  } else {
+    p.seqlen_k = k_cache.t.shape[1];
+    expect_shape(k_cache, {p.batch, p.seqlen_k, p.heads_kv, p.head_dim}, "k (batch, heads_kv, head_dim)");
+  }
+  expect_shape(v_cache, {k_cache.t.shape[0], k_cache.t.shape[1], p.heads_kv, p.head_dim}, "k_cache");
+  if (args.cache_seqlens.shape[0] != p.batch)
+    fail(Status::invalid_argument, "cache_seqlens: shape[0] (batch) is {}, expected {} like k",
+         args.cache_seqlens.shape[0], p.batch);
+  if (a.seqlen_new > p.seqlen_k)
+    fail(Status::invalid_argument, "k: shape[1] (seqlen_new) is {}, expected at most the cache's capacity {}",
+         a.seqlen_new, p.seqlen_k);
+
+  std::vector<Arg> outputs{k_cache, v_cache};
+  if (args.rotary.active()) {
+    if (args.rotary.cos.data == nullptr || args.rotary.sin.data == nullptr)
+      fail(Status::invalid_argument, "{}: data is null while {} is set, expected both tables of the rotary embedding",
+           args.rotary.cos.data == nullptr ? "rotary.cos" : "rotary.sin",
+           args.rotary.cos.data == nullptr ? "rotary.sin" : "rotary.cos");
+    check_view(cos);
+    check_view(sin);
+    expect_shape(sin, {cos.t.shape[0], cos.t.shape[1], 0, 0}, "rotary.cos");
+    if (sin.t.stride[0] != cos.t.stride[0] && cos.t.shape[0] > 1)
+      fail(Status::invalid_argument, "rotary.sin: stride[0] (positions) is {}, expected {} like rotary.cos",
+           sin.t.stride[0], cos.t.stride[0]);
+    a.rotary_dim = 2 * cos.t.shape[1];
+    a.rotary_rows = cos.t.shape[0];
+    if (a.rotary_dim % 16 != 0 || a.rotary_dim > p.head_dim)
+      fail(Status::invalid_argument,
+           "rotary.cos: shape[1] (rotary_dim / 2) is {}, expected rotary_dim = {} to be a multiple of 16 and at most "
+           "k: shape[3] (head_dim) = {}",
+           cos.t.shape[1], a.rotary_dim, p.head_dim);
+    if (a.rotary_rows < p.seqlen_k)
+      fail(Status::invalid_argument,
+           "rotary.cos: shape[0] (positions) is {}, expected at least the cache's capacity {} (a row for every "
+           "position a new key may take)",
+           a.rotary_rows, p.seqlen_k);
+    for (const Arg* t : {&cos, &sin}) {
+      tensors.push_back(*t);
+      inputs.push_back(*t);
+    }
+  }
+  if (args.q.data != nullptr || args.q_rotated.data != nullptr) {
+    if (!args.rotary.active())
+      fail(Status::invalid_argument,
+           "q: is set without rotary.cos and rotary.sin, expected both tables (append_kv only rotates q)");
+    check_view(q);
+    check_view(q_rotated);
+    a.rotate_q = true;
+    p.seqlen_q = q.t.shape[1];
+    p.heads_q = q.t.shape[2];
+    if (q.t.shape[0] != p.batch || q.t.shape[3] != p.head_dim)
+      fail(Status::invalid_argument, "q: shape is ({}), expected ({}, seqlen_q, heads_q, {}) like k (batch, head_dim)",
+           fmt::join(q.shape(), ", "), p.batch, p.head_dim);
+    expect_shape(q_rotated, {p.batch, p.seqlen_q, p.heads_q, p.head_dim}, "q");
+    check_element_count(q);
+    a.q_in_place = same_view(args.q, args.q_rotated);
+    tensors.push_back(q);
+    inputs.push_back(q);
+    if (!a.q_in_place) {
+      tensors.push_back(q_rotated);
+      outputs.push_back(q_rotated);
+    }
+  }
+  for (const Arg* t : {&k, &k_cache}) check_element_count(*t);
+  for (const Arg& t : tensors)  // expect_like_q's messages, naming k
+    if (((t.kind == Kind::rows || t.kind == Kind::table) && t.t.dtype != p.dtype) || t.t.device != p.device)
+      fail(Status::invalid_argument, "{}: is {} on {}, expected {} on {} like k", t.name, to_string(t.t.dtype),
+           device_name(t.t.device), to_string(p.dtype), device_name(p.device));
+  check_outputs_apart(inputs, outputs);
+  if (p.device != kCpu) {
+    constexpr std::int64_t kInt32 = std::numeric_limits<std::int32_t>::max();
+    for (const auto& [what, n] : {std::pair{"k: shape[1] (seqlen_new)", a.seqlen_new}, {"the cache's capacity", p.seqlen_k},
+                                  {"k_cache: shape[0] (num_pages)", p.num_pages},
+                                  {"rotary.cos: shape[0] (positions)", a.rotary_rows}})
+      if (n > kInt32)
+        fail(Status::unsupported, "{} is {} on {}, expected at most 2^31 - 1 for the GPU kernels", what, n,
+             device_name(p.device));
+  }
+  if (p.device == kCpu) {
+    check_cpu_alignment(tensors);
+    check_append_positions_on_cpu(args, a);
+  } else {
+    if (p.dtype == DType::f32)
+      fail(Status::unsupported, "k: dtype is fp32 on {}, expected fp16 or bf16 for the GPU kernels (fp32 runs on the "
+           "CPU backend)", device_name(p.device));
+    if (p.head_dim > kGpuMaxHeadDim)
+      fail(Status::unsupported, "k: shape[3] (head_dim) is {} on {}, expected {}..{} for the GPU kernels", p.head_dim,
+           device_name(p.device), kGpuMinHeadDim, kGpuMaxHeadDim);
+    check_gpu_alignment(tensors, p);
+  }
+  return a;
 }
 
 }  // namespace flashgen

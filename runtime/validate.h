@@ -42,4 +42,17 @@ constexpr std::size_t kGpuAlignmentBytes = 16;
 Problem validate_forward(const ForwardArgs& args);
 Problem validate_backward(const BackwardArgs& args);
 
+// A KV append (KvAppendArgs) as the backends see it.
+struct KvAppendProblem {
+  // batch, seqlen_k (the cache's capacity: positions per sequence), heads_kv, head_dim, dtype,
+  // device and the paged geometry; heads_q and seqlen_q of q where it is rotated, else 0.
+  Problem cache;
+  std::int64_t seqlen_new = 0;  // new rows per sequence
+  std::int64_t rotary_dim = 0;  // 0: no rotary
+  std::int64_t rotary_rows = 0;  // positions the cos/sin tables hold
+  bool rotate_q = false;
+  bool q_in_place = false;  // q_rotated is q
+};
+KvAppendProblem validate_kv_append(const KvAppendArgs& args);
+
 }  // namespace flashgen

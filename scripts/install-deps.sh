@@ -7,7 +7,7 @@ packages=(
   cmake ninja-build g++ pkg-config
   libfmt-dev nlohmann-json3-dev libcli11-dev libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libthread-pool-dev python3-numpy python3-venv  # python3-venv: the wheel test's build and install environments
+  python3-numpy python3-venv  # python3-venv: the wheel test's build and install environments
   python3-torch  # PyTorch 1.13, CPU only: the python tests and examples/train_gpt.py --tiny (~50 s)
 )
 if [[ "${FLASHGEN_WITH_MLIR:-ON}" != "OFF" ]]; then

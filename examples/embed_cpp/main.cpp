@@ -2,10 +2,12 @@
 // loss = sum(o * w) (so dO = w), backward. On the CPU (host buffers, fp32) every gradient
 // entry is checked against central finite differences of the loss; then the same kind of
 // step runs on CUDA buffers (cuda_step.cpp) where a GPU is present; last a decode step over
-// a paged KV cache (kv_cache_step.cpp). Exits non-zero if a check fails.
+// a paged KV cache (kv_cache_step.cpp), and an engine's prefill + decode loop, the decode steps
+// in one CUDA graph (decode_loop.cpp). Exits non-zero if a check fails.
 #include <flashgen/flashgen.hpp>
 
 #include "cuda_step.h"
+#include "decode_loop.h"
 #include "kv_cache_step.h"
 
 #include <algorithm>
@@ -108,6 +110,10 @@ int main() {
     }
     if (!paged_decode_step(rt, seed)) {
       std::fprintf(stderr, "attention over the paged cache disagrees with the dense forward (seed %u)\n", seed);
+      return 1;
+    }
+    if (!decode_loop(rt, seed)) {
+      std::fprintf(stderr, "the GPU decode loop disagrees with the CPU backend (seed %u)\n", seed);
       return 1;
     }
   } catch (const flashgen::Error& e) {

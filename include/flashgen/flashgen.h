@@ -37,8 +37,8 @@
  * flashgen_backward_workspace_bytes() bytes, 16-byte aligned, that nothing else uses until the
  * backward has completed on the stream. CPU tensors need no workspace.
  *
- * Versioned structs: flashgen_forward_args, flashgen_backward_args, flashgen_runtime_options
- * and flashgen_tune_shape begin with struct_size, the sizeof the caller was compiled with; fill
+ * Versioned structs: flashgen_forward_args, flashgen_backward_args, flashgen_kv_append_args,
+ * flashgen_runtime_options and flashgen_tune_shape begin with struct_size, the sizeof the caller was compiled with; fill
  * them with their _init function (which sets it and every default) before setting fields.
  * Fields are only ever appended: a library reads what the caller's struct_size covers and
  * takes defaults for fields added after it, so a program built against an older header keeps
@@ -139,6 +139,24 @@ typedef struct flashgen_backward_args {
   int64_t max_seqlen_k;
 } flashgen_backward_args;
 
+/* New keys and values appended to a KV cache (and optionally rotated), as flashgen::KvAppendArgs
+ * describes them (flashgen.hpp): row i of sequence b of k and v goes to position
+ * cache_seqlens[b] + i of k_cache and v_cache, dense (batch, capacity, heads_kv, head_dim) or
+ * pages (num_pages, page_size, heads_kv, head_dim) named by block_table. With rotary_cos and
+ * rotary_sin ((positions, rotary_dim / 2), dtype of k, positions >= the capacity) the new keys
+ * are rotated at their positions, and q (when set) into q_rotated (which may be q itself). */
+typedef struct flashgen_kv_append_args {
+  size_t struct_size; /* sizeof(flashgen_kv_append_args): flashgen_kv_append_args_init sets it */
+  flashgen_tensor k, v;             /* new rows (batch, seqlen_new, heads_kv, head_dim) */
+  flashgen_tensor k_cache, v_cache; /* written in place */
+  flashgen_tensor block_table;      /* int32 (batch, max_pages_per_seq); data NULL: a dense cache */
+  flashgen_tensor cache_seqlens;    /* int32 (batch,): where each sequence's new rows start */
+  flashgen_tensor rotary_cos, rotary_sin; /* data NULL: no rotary */
+  int32_t rotary_interleaved;             /* nonzero: pairs (2j, 2j + 1) (GPT-J); else (j, j + rotary_dim / 2) */
+  int32_t q_at_consecutive_positions;     /* nonzero (the default): q row i at cache_seqlens[b] + i */
+  flashgen_tensor q, q_rotated;           /* data NULL: q not rotated */
+} flashgen_kv_append_args;
+
 /* Log levels: 0 debug, 1 info, 2 warning, 3 error. `message` is valid during the call only. */
 typedef void (*flashgen_log_fn)(int32_t level, const char* message, void* user_data);
 
@@ -165,6 +183,8 @@ FLASHGEN_API void flashgen_runtime_options_init(flashgen_runtime_options* option
 /* Fill struct_size, null tensors (rank 0), default options, no workspace and no packed sequences. */
 FLASHGEN_API void flashgen_forward_args_init(flashgen_forward_args* args);
 FLASHGEN_API void flashgen_backward_args_init(flashgen_backward_args* args);
+/* Fills struct_size, null tensors, no rotary, q_at_consecutive_positions 1. */
+FLASHGEN_API void flashgen_kv_append_args_init(flashgen_kv_append_args* args);
 /* Fills a contiguous (row-major) view of the given shape: rank 4 (q, k, v, ...), 3 (lse, packed
  * q, k, v, ...), 2 (block_table, packed lse) or 1 (seqused_k, cu_seqlens); the unused trailing
  * entries are 1. Any other rank is kept
@@ -188,6 +208,10 @@ FLASHGEN_API void flashgen_runtime_destroy(flashgen_runtime* runtime);
 FLASHGEN_API flashgen_status flashgen_forward(flashgen_runtime* runtime, const flashgen_forward_args* args, void* stream);
 FLASHGEN_API flashgen_status flashgen_backward(flashgen_runtime* runtime, const flashgen_backward_args* args,
                                                void* stream);
+/* Runtime::append_kv: the new rows written into the cache (kernels on `stream` for CUDA tensors,
+ * positions read on the device: CUDA-graph safe). */
+FLASHGEN_API flashgen_status flashgen_append_kv(flashgen_runtime* runtime, const flashgen_kv_append_args* args,
+                                                void* stream);
 /* Runtime::prepare: starts compiling the GPU kernels of these forward arguments' forward
    (passes bit FLASHGEN_PASS_FORWARD) and/or backward (FLASHGEN_PASS_BACKWARD) on the
    runtime's compile threads and returns at once; validates args as flashgen_forward does. */

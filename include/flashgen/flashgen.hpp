@@ -98,6 +98,44 @@ struct ForwardArgs {
   PackedSequences varlen = {};
 };
 
+// Rotary position embedding (RoPE), FlashAttention's convention: cos and sin are (positions,
+// rotary_dim / 2) in the dtype of the rows they rotate, last dimension contiguous; rotary_dim
+// is a multiple of 16 and at most head_dim. The first rotary_dim columns of a row at position
+// t are rotated by the angles of row t: the pairs of columns (2j, 2j + 1) when interleaved
+// (GPT-J), else (j, j + rotary_dim / 2) (GPT-NeoX), each x' = x cos - y sin, y' = x sin + y cos
+// in fp32; the other columns are copied.
+struct Rotary {
+  Tensor cos = {}, sin = {};
+  bool interleaved = false;
+  bool active() const { return cos.data != nullptr || sin.data != nullptr; }
+};
+
+// New keys and values appended to a KV cache (Runtime::append_kv): what FlashAttention's
+// flash_attn_with_kvcache does with its k and v before the attention, as its own launch. Row i
+// of sequence b of k and v goes to position cache_seqlens[b] + i of the caches, which are
+// dense (batch, capacity, heads_kv, head_dim) or, with block_table, pages as ForwardArgs takes
+// them (any page size). The forward over the cache that follows sees the new keys with
+// seqused_k[b] = cache_seqlens[b] + seqlen_new. On the GPU the positions are read on the
+// device (a captured CUDA graph replays with new lengths) and rows whose position falls
+// outside the cache, or on a block-table entry outside [0, num_pages), are not written; on
+// the CPU such positions are invalid_argument.
+struct KvAppendArgs {
+  Tensor k, v;              // the new rows (batch, seqlen_new, heads_kv, head_dim)
+  Tensor k_cache, v_cache;  // written in place
+  Tensor block_table = {};  // int32 (batch, max_pages_per_seq): a paged cache
+  Tensor cache_seqlens;     // int32 (batch,): where each sequence's new rows start
+  // Optional: the new keys rotated at their positions (rotary.cos needs a row for every
+  // position of the cache: capacity rows or more).
+  Rotary rotary = {};
+  // Optional with rotary: q (batch, seqlen_q, heads_q, head_dim) rotated into q_rotated (like q;
+  // it may be q itself: rotated in place) at positions cache_seqlens[b] + i, or, with
+  // q_at_consecutive_positions false, every row at cache_seqlens[b] (FlashAttention does the
+  // first under a causal or local mask, the second otherwise). A position past the cos table
+  // gives NaN rows on the GPU and invalid_argument on the CPU.
+  Tensor q = {}, q_rotated = {};
+  bool q_at_consecutive_positions = true;
+};
+
 // Logit range. The backward, like FlashAttention's, recomputes P = exp(s - lse) from the
 // forward's fp32 lse (row max plus log row sum), so every recomputed P carries a relative
 // error of about |lse| * 2^-24. That stays below the inputs' own precision while |lse| <=
@@ -181,6 +219,9 @@ class Runtime {
 
   void forward(const ForwardArgs& args, void* stream = nullptr);
   void backward(const BackwardArgs& args, void* stream = nullptr);
+  // Writes the new keys and values into the cache (and rotates them and q): see KvAppendArgs.
+  // Asynchronous on `stream` like forward, and as CUDA-graph safe.
+  void append_kv(const KvAppendArgs& args, void* stream = nullptr);
 
   // Starts compiling, on the runtime's compile threads, the GPU kernels that forward(args)
   // and/or the backward of the same problem launch, and returns at once (no stream work, no

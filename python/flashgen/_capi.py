@@ -101,6 +101,24 @@ class BackwardArgs(_Versioned):
     ]
 
 
+class KvAppendArgs(_Versioned):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("k", Tensor),
+        ("v", Tensor),
+        ("k_cache", Tensor),
+        ("v_cache", Tensor),
+        ("block_table", Tensor),  # data NULL: a dense cache
+        ("cache_seqlens", Tensor),
+        ("rotary_cos", Tensor),  # data NULL: no rotary
+        ("rotary_sin", Tensor),
+        ("rotary_interleaved", ctypes.c_int32),
+        ("q_at_consecutive_positions", ctypes.c_int32),
+        ("q", Tensor),  # data NULL: q not rotated
+        ("q_rotated", Tensor),
+    ]
+
+
 class TuneShape(_Versioned):
     _fields_ = [
         ("struct_size", ctypes.c_size_t),
@@ -146,6 +164,7 @@ def declare(lib):
         "flashgen_forward_args_init": ([p(ForwardArgs)], None),
         "flashgen_backward_args_init": ([p(BackwardArgs)], None),
         "flashgen_tune_shape_init": ([p(TuneShape)], None),
+        "flashgen_kv_append_args_init": ([p(KvAppendArgs)], None),
         "flashgen_tensor_contiguous": (
             [p(Tensor), ctypes.c_void_p, ctypes.c_int, ctypes.c_int32, ctypes.c_int32, p(ctypes.c_int64)],
             None,
@@ -155,6 +174,7 @@ def declare(lib):
         "flashgen_forward": ([RuntimeHandle, p(ForwardArgs), ctypes.c_void_p], ctypes.c_int),
         "flashgen_backward": ([RuntimeHandle, p(BackwardArgs), ctypes.c_void_p], ctypes.c_int),
         "flashgen_prepare": ([RuntimeHandle, p(ForwardArgs), ctypes.c_uint], ctypes.c_int),
+        "flashgen_append_kv": ([RuntimeHandle, p(KvAppendArgs), ctypes.c_void_p], ctypes.c_int),
         "flashgen_backward_workspace_bytes": (
             [RuntimeHandle, p(BackwardArgs), p(ctypes.c_size_t)],
             ctypes.c_int,
@@ -203,6 +223,21 @@ def backward_args(view, options, *, q, k, v, o, lse, dout, dq, dk, dv, varlen=No
     args = BackwardArgs(**{name: view(name, t) for name, t in tensors.items()}, options=options,
                         workspace=None, workspace_bytes=0)
     _set_varlen(args, view, varlen)
+    return args
+
+
+def kv_append_args(view, *, k, v, k_cache, v_cache, cache_seqlens, block_table=None, rotary_cos=None,
+                   rotary_sin=None, rotary_interleaved=False, q=None, q_rotated=None, q_at_consecutive_positions=True):
+    """flashgen_kv_append_args over caller-owned arrays (None for absent ones); view(name, array)
+    makes each flashgen_tensor."""
+    args = KvAppendArgs(k=view("k", k), v=view("v", v), k_cache=view("k_cache", k_cache),
+                        v_cache=view("v_cache", v_cache), cache_seqlens=view("cache_seqlens", cache_seqlens),
+                        rotary_interleaved=int(bool(rotary_interleaved)),
+                        q_at_consecutive_positions=int(bool(q_at_consecutive_positions)))
+    for name, t in (("block_table", block_table), ("rotary_cos", rotary_cos), ("rotary_sin", rotary_sin), ("q", q),
+                    ("q_rotated", q_rotated)):
+        if t is not None:
+            setattr(args, name, view(name, t))
     return args
 
 

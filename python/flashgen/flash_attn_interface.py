@@ -154,14 +154,16 @@ def flash_attn_with_kvcache(
     int32 tensor (batch,) of per-sequence lengths. k, v (batch, seqlen_new, heads_kv, head_dim),
     if given, are written into the caches at positions cache_seqlens.. (in place), then q
     attends to the first cache_seqlens + seqlen_new positions of each sequence (causal aligned
-    bottom-right to them). Forward only. Returns out, or (out, softmax_lse) with
-    return_softmax_lse, like flash_attn_with_kvcache."""
+    bottom-right to them). rotary_cos, rotary_sin ((seqlen_cache or more, rotary_dim / 2), dtype of
+    q; rotary_dim a multiple of 16) rotate the new keys at their positions and q at positions
+    cache_seqlens + i (causal or local) or cache_seqlens, pairs (2j, 2j + 1) when
+    rotary_interleaved, else (j, j + rotary_dim / 2). Forward only. Returns out, or (out,
+    softmax_lse) with return_softmax_lse, like flash_attn_with_kvcache."""
     import torch
 
-    from .torch_op import kv_cache_forward
+    from .torch_op import kv_append, kv_cache_forward
 
     refused = {  # argument: (value, what flashgen does not have yet)
-        "rotary_cos": (rotary_cos, "rotary embedding"), "rotary_sin": (rotary_sin, "rotary embedding"),
         "cache_batch_idx": (cache_batch_idx, "cache_batch_idx"), "cache_leftpad": (cache_leftpad, "cache_leftpad"),
         "alibi_slopes": (alibi_slopes, "ALiBi bias"),
     }
@@ -173,6 +175,11 @@ def flash_attn_with_kvcache(
                          "and the lengths)")
     if (k is None) != (v is None):
         raise ValueError("k, v: one is set, expected both or neither (the new keys and values to append)")
+    if (rotary_cos is None) != (rotary_sin is None):
+        raise ValueError("rotary_cos, rotary_sin: one is set, expected both or neither")
+    if rotary_cos is not None and k is None:
+        raise ValueError("rotary_cos: is set without k, v, expected the new keys and values (as in flash_attn, the "
+                         "rotary embedding applies to the appended keys and to q)")
     if k_cache.dim() != 4 or v_cache.shape != k_cache.shape:
         raise ValueError(f"k_cache, v_cache: shapes are {tuple(k_cache.shape)} and {tuple(v_cache.shape)}, expected "
                          "one (batch, seqlen_cache, heads_kv, head_dim) or, paged, (num_pages, page_size, heads_kv, "
@@ -207,32 +214,25 @@ def flash_attn_with_kvcache(
         if k.dim() != 4 or k.shape != v.shape or k.shape[0] != batch or k.shape[2:] != k_cache.shape[2:]:
             raise ValueError(f"k, v: shapes are {tuple(k.shape)} and {tuple(v.shape)}, expected ({batch}, seqlen_new, "
                              f"{k_cache.size(2)}, {k_cache.size(3)}) like the caches")
+    # The new rows go in by the append kernel (the keys, and q, rotated when rotary_cos is given:
+    # q at positions cache_seqlens + i under a causal or local mask, all at cache_seqlens otherwise,
+    # as flash_attn does). Positions are read on the device; rows past the cache are not written.
+    if k is not None:
+        start = (cache_seqlens if per_sequence else torch.full((batch,), length, dtype=torch.int32, device=q.device))
+        rotated = kv_append(k, v, k_cache, v_cache, start, block_table=block_table, rotary_cos=rotary_cos,
+                            rotary_sin=rotary_sin, rotary_interleaved=rotary_interleaved,
+                            q=q if rotary_cos is not None else None,
+                            q_at_consecutive_positions=causal or tuple(window_size) != (-1, -1))
+        if rotated is not None:
+            q = rotated
     if not paged and not per_sequence:  # the dense cache with one length: views of it
-        if k is not None:
-            k_cache[:, length:length + new].copy_(k)
-            v_cache[:, length:length + new].copy_(v)
         end = length + new
         if end == 0:
             raise ValueError("cache_seqlens: 0 with nothing appended, expected at least one key to attend to")
         return attention(q, k_cache[:, :end], v_cache[:, :end], softmax_scale=softmax_scale, causal=causal,
                          window_size=window_size, softcap=softcap, return_lse=return_softmax_lse)
-
-    # Per-sequence lengths or a paged cache: the kernels read the lengths (and the pages) on
-    # the device. Appended rows land at positions start[b] + i; a position past the cache is
-    # the caller's error (as in FlashAttention) and is clamped to its last slot, never written
-    # outside the cache.
-    start = (cache_seqlens if per_sequence else torch.full((batch,), length, dtype=torch.int32, device=q.device))
-    if k is not None:
-        pos = (start.to(torch.int64)[:, None] + torch.arange(new, device=q.device)[None, :]).clamp_(0, capacity - 1)
-        if paged:
-            pages = block_table.to(torch.int64).gather(1, pos // page_size).clamp_(0, k_cache.size(0) - 1)
-            rows = pos % page_size
-            k_cache[pages, rows] = k
-            v_cache[pages, rows] = v
-        else:
-            seqs = torch.arange(batch, device=q.device)[:, None].expand(batch, new)
-            k_cache[seqs, pos] = k
-            v_cache[seqs, pos] = v
+    # Per-sequence lengths or a paged cache: the kernels read the lengths (and the pages) on the device.
+    start = cache_seqlens if per_sequence else torch.full((batch,), length, dtype=torch.int32, device=q.device)
     seqused = (start + new).to(torch.int32) if (per_sequence or new or length != capacity) else None
     o, lse = kv_cache_forward(q, k_cache, v_cache, block_table=block_table, seqused_k=seqused,
                               softmax_scale=softmax_scale, causal=causal, window_size=window_size, softcap=softcap)

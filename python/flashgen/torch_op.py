@@ -54,7 +54,7 @@ def _index_view(name, t, like):
 
 
 # The int32 index tensors of flashgen's argument structs.
-_INDEX_TENSORS = ("block_table", "seqused_k", "cu_seqlens_q", "cu_seqlens_k")
+_INDEX_TENSORS = ("block_table", "seqused_k", "cu_seqlens_q", "cu_seqlens_k", "cache_seqlens")
 
 
 def _views(like, names=None):
@@ -415,6 +415,38 @@ def kv_cache_forward(q, k_cache, v_cache, block_table=None, seqused_k=None, soft
                               seqused_k=seqused_k)
     _library.check(_library.library().flashgen_forward(_library.runtime(), ctypes.byref(args), _stream(q)))
     return o, lse
+
+
+def kv_append(k, v, k_cache, v_cache, cache_seqlens, block_table=None, rotary_cos=None, rotary_sin=None,
+              rotary_interleaved=False, q=None, q_at_consecutive_positions=True):
+    """Writes new keys and values into a KV cache, in place (inference): row i of sequence b of k
+    and v (batch, seqlen_new, heads_kv, head_dim) goes to position cache_seqlens[b] + i (int32
+    (batch,)) of k_cache and v_cache, dense (batch, capacity, heads_kv, head_dim) or, with
+    block_table, pages (num_pages, page_size, heads_kv, head_dim). With rotary_cos and rotary_sin
+    ((positions >= capacity, rotary_dim / 2), dtype of k) the new keys are rotated at their
+    positions (rotary_interleaved: pairs (2j, 2j + 1), else (j, j + rotary_dim / 2)), and q, when
+    given, is returned rotated at positions cache_seqlens[b] + i (q_at_consecutive_positions) or
+    cache_seqlens[b]; otherwise returns None. On CUDA tensors the positions are read on the GPU:
+    no synchronisation, CUDA-graph safe; rows whose position falls outside the cache are not written.
+    """
+    k, v = _readable(k), _readable(v)
+    for name, t in (("k_cache", k_cache), ("v_cache", v_cache)):
+        if t.dim() and t.size(-1) > 1 and t.stride(-1) != 1:
+            raise ValueError(f"{name}: last dimension has stride {t.stride(-1)}, expected 1 (it is written in place)")
+    tables = {"rotary_cos": rotary_cos, "rotary_sin": rotary_sin}
+    tables = {name: _readable(t) for name, t in tables.items() if t is not None}
+    _check_dtypes(k=k, v=v, k_cache=k_cache, v_cache=v_cache, **tables)
+    q_rotated = None
+    if q is not None:
+        q = _readable(q)
+        _check_dtypes(k=k, q=q)
+        q_rotated = torch.empty_like(q, memory_format=torch.contiguous_format)
+    args = _capi.kv_append_args(_views(k), k=k, v=v, k_cache=k_cache, v_cache=v_cache, cache_seqlens=cache_seqlens,
+                                block_table=block_table, rotary_cos=tables.get("rotary_cos"),
+                                rotary_sin=tables.get("rotary_sin"), rotary_interleaved=rotary_interleaved, q=q,
+                                q_rotated=q_rotated, q_at_consecutive_positions=q_at_consecutive_positions)
+    _library.check(_library.library().flashgen_append_kv(_library.runtime(), ctypes.byref(args), _stream(k)))
+    return q_rotated
 
 
 def attention(

@@ -45,6 +45,21 @@ FA2_SIGNATURES = {
 }
 
 
+def rotate(x, cos, sin, interleaved):
+    """flash_attn's apply_rotary_emb on x (seqlen, heads, head_dim) with cos, sin (seqlen, rotary_dim / 2)."""
+    half = cos.shape[-1]
+    out = x.clone()
+    if interleaved:
+        a, b = x[..., 0:2 * half:2], x[..., 1:2 * half:2]
+        out[..., 0:2 * half:2] = a * cos[:, None] - b * sin[:, None]
+        out[..., 1:2 * half:2] = a * sin[:, None] + b * cos[:, None]
+    else:
+        a, b = x[..., :half], x[..., half:2 * half]
+        out[..., :half] = a * cos[:, None] - b * sin[:, None]
+        out[..., half:2 * half] = a * sin[:, None] + b * cos[:, None]
+    return out
+
+
 @unittest.skipIf(torch is None, "torch is not installed")
 class FlashAttnInterfaceTest(unittest.TestCase):
     def setUp(self):
@@ -126,13 +141,68 @@ class FlashAttnInterfaceTest(unittest.TestCase):
                         n = int(used[b])
                         self.check(o[b:b + 1], q[b:b + 1], dense_k[b:b + 1, :n], dense_v[b:b + 1, :n])
 
+    def test_kvcache_rotary_embedding_of_the_new_keys_and_q(self):
+        """rotary_cos/sin: the appended keys rotated at their positions, q at cache_seqlens + i (causal)
+        or all at cache_seqlens (neither causal nor local), both layouts, dense and paged, against
+        flash_attn's apply_rotary_emb written out here (float64)."""
+        for device in self.devices:
+            dtype = torch.float32 if device == "cpu" else torch.bfloat16
+            for interleaved, causal, page in ((True, True, 0), (False, False, 0), (False, True, 16), (True, False, 7)):
+                with self.subTest(device=device, interleaved=interleaved, causal=causal, page=page):
+                    batch, capacity, new, d, rotary_dim = 2, 48, 3, 64, 32
+                    lengths = torch.tensor([5, 30], dtype=torch.int32)
+                    # A row for every position of the cache: whole pages (flash_attn asks the same).
+                    positions = -(-capacity // page) * page if page else capacity
+                    t = torch.arange(positions, dtype=torch.float64)[:, None]
+                    freq = 10000.0 ** (-torch.arange(0, rotary_dim, 2, dtype=torch.float64) / rotary_dim)
+                    cos, sin = (f(t * freq).to(device=device, dtype=dtype) for f in (torch.cos, torch.sin))
+                    dense_k, dense_v = (self.randn(batch, capacity, 2, d, device=device, dtype=dtype) for _ in range(2))
+                    k_new, v_new = (self.randn(batch, new, 2, d, device=device, dtype=dtype) for _ in range(2))
+                    q = self.randn(batch, new, 4, d, device=device, dtype=dtype)
+                    if page:
+                        pages = -(-capacity // page)
+                        table = torch.randperm(batch * pages).view(batch, pages).to(torch.int32)
+                        k_cache = torch.empty((batch * pages, page, 2, d), device=device, dtype=dtype)
+                        v_cache = torch.empty_like(k_cache)
+                        for b in range(batch):
+                            for j in range(capacity):
+                                k_cache[table[b, j // page], j % page] = dense_k[b, j]
+                                v_cache[table[b, j // page], j % page] = dense_v[b, j]
+                        o = fai.flash_attn_with_kvcache(q, k_cache, v_cache, k_new, v_new, cos, sin,
+                                                        cache_seqlens=lengths.to(device), block_table=table.to(device),
+                                                        causal=causal, rotary_interleaved=interleaved)
+                        row = lambda cache, b, j: cache[table[b, j // page], j % page]
+                    else:
+                        k_cache, v_cache = dense_k.clone(), dense_v.clone()
+                        o = fai.flash_attn_with_kvcache(q, k_cache, v_cache, k_new, v_new, cos, sin,
+                                                        cache_seqlens=lengths.to(device), causal=causal,
+                                                        rotary_interleaved=interleaved)
+                        row = lambda cache, b, j: cache[b, j]
+                    tol = 1e-5 if dtype == torch.float32 else 2e-2
+                    for b in range(batch):
+                        n = int(lengths[b])
+                        pos = torch.arange(n, n + new)
+                        k_rot = rotate(k_new[b].double(), cos.double()[pos], sin.double()[pos], interleaved)
+                        for j in range(new):
+                            self.assertLess((row(k_cache, b, n + j).double() - k_rot[j]).abs().max().item(), tol)
+                            self.assertTrue(torch.equal(row(v_cache, b, n + j), v_new[b, j]))
+                        q_pos = pos if causal else torch.full((new,), n)
+                        q_rot = rotate(q[b].double(), cos.double()[q_pos], sin.double()[q_pos], interleaved)
+                        keys = torch.cat([dense_k[b, :n].double(), k_rot])[None]
+                        values = torch.cat([dense_v[b, :n], v_new[b]])[None].double()
+                        ref, _ = standard_attention(q_rot[None], keys, values, causal=causal)
+                        self.assertLess((o[b:b + 1].double() - ref).abs().max().item(), 1e-4 if dtype == torch.float32
+                                        else 3e-2)
+
     def test_kvcache_refuses_what_flashgen_does_not_do(self):
         q, kc = self.randn(1, 1, 2, 32), self.randn(1, 16, 1, 32)
         cases = [
             ({"cache_seqlens": torch.tensor([4], dtype=torch.int64)}, r"cache_seqlens: is torch.int64 of shape \(1,\), expected int32"),
             ({"cache_seqlens": 2.0}, r"cache_seqlens: is a float, expected None, an int or an int32 tensor"),
             ({"block_table": torch.zeros(1, 1, dtype=torch.int64)}, r"block_table: is torch.int64 of shape \(1, 1\), expected int32"),
-            ({"rotary_cos": torch.ones(16, 16)}, r"rotary_cos: is set, expected None"),
+            ({"rotary_cos": torch.ones(16, 8), "rotary_sin": torch.ones(16, 8)}, r"rotary_cos: is set without k, v"),
+            ({"rotary_cos": torch.ones(16, 8)}, r"rotary_cos, rotary_sin: one is set"),
+            ({"cache_batch_idx": torch.zeros(1, dtype=torch.int32)}, r"cache_batch_idx: is set, expected None"),
             ({"num_splits": 2}, r"num_splits: is 2, expected 0"),
             ({"k": self.randn(1, 1, 1, 32), "cache_seqlens": 3}, r"k, v: one is set, expected both or neither"),
             ({"k": self.randn(1, 1, 1, 32), "v": self.randn(1, 1, 1, 32)}, r"cache_seqlens: is None with k, v given"),

@@ -35,6 +35,10 @@ void tiled_backward(const BackwardArgs& args, const Problem& p, int threads, Til
 // the backward, dk = dv = 0 for its keys; one without keys gets o = 0, lse = -inf and dq = 0.
 // Rows outside every sequence are neither read nor written.
 enum class Algorithm { tiled, standard };
+
+// The KV append (validate_kv_append checked every position): new rows copied into the
+// cache, keys and q rotated in double and rounded once.
+void kv_append(const KvAppendArgs& args, const KvAppendProblem& problem, int threads);
 void varlen_forward(const ForwardArgs& args, const Problem& p, int threads, Algorithm algorithm = Algorithm::tiled);
 void varlen_backward(const BackwardArgs& args, const Problem& p, int threads, Algorithm algorithm = Algorithm::tiled);
 

@@ -2,7 +2,7 @@
 // the one place that turns the parameter block's strides into addresses. Dense batches
 // (DenseOffsets) and packed variable-length sequences (VarlenOffsets, cu_seqlens) here, with
 // one interface that the kernels take as SeqOffsets<Cfg::kVarlen>; a KV cache's key counts
-// and pages are KvCacheOffsets (attention/kv_cache_offsets.cuh).
+// and pages are KvCacheOffsets (kv_cache/kv_cache_offsets.cuh).
 #pragma once
 
 #include "arch/types.cuh"

@@ -5,7 +5,7 @@
 #pragma once
 
 #include "arch/grid_dependency.cuh"
-#include "attention/kv_cache_offsets.cuh"
+#include "kv_cache/kv_cache_offsets.cuh"
 #include "attention/packed_rows.cuh"
 #include "attention/softmax.cuh"
 #include "attention/visibility.cuh"

@@ -9,7 +9,7 @@
 // (KernelSpec::decode_warp_rows() is the host's side of the split).
 #pragma once
 
-#include "attention/kv_cache_offsets.cuh"
+#include "kv_cache/kv_cache_offsets.cuh"
 #include "attention/packed_rows.cuh"
 #include "attention/softcap.cuh"
 #include "attention/softmax.cuh"

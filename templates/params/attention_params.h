@@ -72,7 +72,7 @@ struct FlashAttentionParams {
   // the forward's q, k, v, o, the dK/dV kernel's q, k, v, dout.
   FlashTensorMap tma_q, tma_k, tma_v, tma_o, tma_do;
 
-  // KV cache (the split-KV forward; attention/kv_cache_offsets.cuh). With per-sequence key
+  // KV cache (the split-KV forward; kv_cache/kv_cache_offsets.cuh). With per-sequence key
   // counts (seqused_k non-null) sequence b has min(max(seqused_k[b], 0), seqlen_k) keys. A
   // paged cache (kernels with kPaged): k and v are num_pages pages of page_size rows,
   // k_stride.batch (v_stride.batch) apart, and key j of sequence b is row j % page_size of
@@ -95,6 +95,33 @@ struct FlashAttentionParams {
   const int* cu_seqlens_k;
   int total_q;
   int total_k;
+
+  // KV append (kv_append; kv_cache/kv_append_kernel.cuh). Row i of sequence b of k_new and
+  // v_new (batch, seqlen_new, heads_kv, head_dim) goes to position cache_seqlens[b] + i of the
+  // caches k_cache and v_cache: (batch, seqlen_k, heads_kv, head_dim) with k_stride and
+  // v_stride or, kPaged, pages as the KV cache's above (block_table, page_size, num_pages).
+  // Positions outside [0, seqlen_k) and page entries outside [0, num_pages) are not written.
+  // With rotary_dim > 0 (a multiple of 16) the first rotary_dim columns of each new key are
+  // rotated by the angles of its position: row t of rotary_cos and rotary_sin (rotary_rows
+  // rows of rotary_dim / 2, rotary_stride apart), pairs (2j, 2j + 1) when rotary_interleaved,
+  // else (j, j + rotary_dim / 2); and q (batch, seqlen_q, heads_q, head_dim), when not null, is
+  // rotated into o (which may be q itself) at positions cache_seqlens[b] + i
+  // (rotary_q_consecutive) or cache_seqlens[b]; a query position outside [0, rotary_rows)
+  // gives NaN. (Appended, as the fields above.)
+  const void* k_new;
+  const void* v_new;
+  FlashStrides k_new_stride, v_new_stride;
+  void* k_cache;
+  void* v_cache;
+  const int* cache_seqlens;
+  int seqlen_new;
+  int rotary_dim;
+  int rotary_interleaved;
+  int rotary_q_consecutive;
+  int rotary_rows;
+  long long rotary_stride;
+  const void* rotary_cos;
+  const void* rotary_sin;
 };
 
 #endif

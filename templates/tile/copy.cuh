@@ -123,6 +123,33 @@ __device__ __forceinline__ void store_row_chunk(u16* row, int c, const float (&x
   }
 }
 
+// Columns c*8.. (those below kCols) of a global row as fp32 (columns >= kCols read as 0);
+// with kVec (kCols % 8 == 0, 16-byte aligned rows) one 16-byte load.
+template <class Element, int kCols, bool kVec>
+__device__ __forceinline__ void load_row_chunk(const u16* row, int c, float (&x)[8]) {
+  if constexpr (kVec) {
+    const uint4 v = *reinterpret_cast<const uint4*>(row + c * 8);
+    const u32 w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 8; ++i) x[i] = Element::to_float(static_cast<u16>(w[i / 2] >> (16 * (i % 2))));
+  } else {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) x[i] = Element::to_float(c * 8 + i < kCols ? row[c * 8 + i] : u16(0));
+  }
+}
+
+// Columns c*8.. (those below kCols) of global row `src` copied bit for bit to row `dst`.
+template <int kCols, bool kVec>
+__device__ __forceinline__ void copy_row_chunk(u16* dst, const u16* src, int c) {
+  if constexpr (kVec) {
+    *reinterpret_cast<uint4*>(dst + c * 8) = *reinterpret_cast<const uint4*>(src + c * 8);
+  } else {
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      if (c * 8 + i < kCols) dst[c * 8 + i] = src[c * 8 + i];
+  }
+}
+
 // C fragments (fp32, the mma.sync/wgmma accumulator layout) times `scale`, rounded to 16 bits
 // by Element (Element16), into the shared tile: fragment (mt, dt) covers rows row0 + 16 mt..
 // and columns col0 + 8 dt.. kScaled = false skips the multiplication.

@@ -70,7 +70,8 @@ void expect_svg_matches(const std::string& svg, const std::vector<PassSchedule>&
         break;
       case Pass::bwd_preprocess:
       case Pass::bwd_dq_convert:
-      case Pass::fwd_combine: {
+      case Pass::fwd_combine:
+      case Pass::kv_append: {
         int with_rows = 0;
         for (const CtaWork& c : s.ctas) with_rows += c.row_end > c.row_begin;
         EXPECT_EQ(drawn(row_blocks, ""), with_rows);

@@ -67,7 +67,8 @@ TEST(SpecOptionsCli, BadValuesNameTheOption) {
            {"--dtype fp8", "--dtype: got 'fp8', expected fp16 or bf16"},
            {"--arch sm_70", "--arch: got 'sm_70', expected sm_80, sm_86, sm_89, sm_90 or sm_90a"},
            {"--pass bwd",
-            "--pass: got 'bwd', expected fwd, bwd_preprocess, bwd_dkdv, bwd_dq, bwd_dq_convert, fwd_splitkv or fwd_combine, or all"},
+            "--pass: got 'bwd', expected fwd, bwd_preprocess, bwd_dkdv, bwd_dq, bwd_dq_convert, fwd_splitkv, fwd_combine or kv_append, or "
+            "all"},
            {"--softcap 0", "--softcap: got '0', expected a finite value > 0"},
            {"--window 1", "--window: got '1', expected L,R"},
        }) {

@@ -1,5 +1,6 @@
 // CUDA-graph capture of an engine's step: a prefill over packed prompts (varlen forward),
-// its backward, and a decode step over a paged KV cache with per-sequence key counts, all
+// its backward, and a decode step over a paged KV cache with per-sequence key counts (the new
+// token's key and value appended to the cache first, rotated with q), all
 // enqueued by one Runtime on a stream captured in the strictest mode (any synchronising or
 // otherwise unsafe call inside flashgen fails the capture). The graph is then replayed with
 // new inputs and new sequence lengths written into the same device buffers, and each replay
@@ -27,6 +28,7 @@ constexpr int kBatch = 3, kHeadsQ = 8, kHeadsKv = 2, kHeadDim = 128;
 constexpr int kMaxPrompt = 256, kPackedRows = 700;               // prefill: lengths <= kMaxPrompt, packed in kPackedRows
 constexpr int kPageSize = 16, kPagesPerSeq = 32;                 // decode: up to 512 keys per sequence
 constexpr int kPages = kBatch * kPagesPerSeq + 5;
+constexpr int kRotaryDim = 64, kPositions = kPageSize * kPagesPerSeq;
 constexpr DType kType = DType::bf16;
 
 Tensor rows3(void* data, std::int64_t rows, std::int64_t heads) {
@@ -51,7 +53,10 @@ struct Step {
   DeviceBuffer dec_q{kBatch * kHeadsQ * kHeadDim * 2}, dec_o{kBatch * kHeadsQ * kHeadDim * 2},
       dec_lse{kBatch * kHeadsQ * 4}, cache_k{kPages * kPageSize * kHeadsKv * kHeadDim * 2},
       cache_v{kPages * kPageSize * kHeadsKv * kHeadDim * 2}, table{kBatch * kPagesPerSeq * 4}, used{kBatch * 4};
+  DeviceBuffer new_k{kBatch * kHeadsKv * kHeadDim * 2}, new_v{kBatch * kHeadsKv * kHeadDim * 2},
+      dec_qr{kBatch * kHeadsQ * kHeadDim * 2}, start{kBatch * 4}, cos{kPositions * kRotaryDim}, sin{kPositions * kRotaryDim};
   ForwardArgs prefill, decode;
+  KvAppendArgs append;
   BackwardArgs grad;
 
   Step() {
@@ -74,7 +79,19 @@ struct Step {
     grad.dv = rows3(dv.data(), kPackedRows, kHeadsKv);
     grad.options = prefill.options;
     grad.varlen = seqs;
-    decode.q = Tensor::contiguous(dec_q.data(), kType, {kBatch, 1, kHeadsQ, kHeadDim}, 0);
+    append.k = Tensor::contiguous(new_k.data(), kType, {kBatch, 1, kHeadsKv, kHeadDim}, 0);
+    append.v = Tensor::contiguous(new_v.data(), kType, {kBatch, 1, kHeadsKv, kHeadDim}, 0);
+    append.k_cache = Tensor::contiguous(cache_k.data(), kType, {kPages, kPageSize, kHeadsKv, kHeadDim}, 0);
+    append.v_cache = Tensor::contiguous(cache_v.data(), kType, {kPages, kPageSize, kHeadsKv, kHeadDim}, 0);
+    append.block_table = ints(table.data(), kBatch, kPagesPerSeq);
+    append.cache_seqlens = ints(start.data(), kBatch);
+    for (auto [t, b] : {std::pair{&append.rotary.cos, &cos}, {&append.rotary.sin, &sin}}) {
+      *t = Tensor::contiguous(b->data(), kType, {kPositions, kRotaryDim / 2, 1, 1}, 0);
+      t->rank = 2;
+    }
+    append.q = Tensor::contiguous(dec_q.data(), kType, {kBatch, 1, kHeadsQ, kHeadDim}, 0);
+    append.q_rotated = Tensor::contiguous(dec_qr.data(), kType, {kBatch, 1, kHeadsQ, kHeadDim}, 0);
+    decode.q = append.q_rotated;
     decode.o = Tensor::contiguous(dec_o.data(), kType, {kBatch, 1, kHeadsQ, kHeadDim}, 0);
     decode.lse = Tensor::contiguous3(dec_lse.data(), DType::f32, {kBatch, kHeadsQ, 1}, 0);
     decode.k = Tensor::contiguous(cache_k.data(), kType, {kPages, kPageSize, kHeadsKv, kHeadDim}, 0);
@@ -90,7 +107,7 @@ struct Step {
       const std::vector<std::uint16_t> bits = to_bits(kType, random_values(rng, b.bytes() / 2, 1.0f, kType));
       b.upload(bits.data(), b.bytes());
     };
-    for (DeviceBuffer* b : {&q, &k, &v, &dout, &dec_q, &cache_k, &cache_v}) fill(*b);
+    for (DeviceBuffer* b : {&q, &k, &v, &dout, &dec_q, &cache_k, &cache_v, &new_k, &new_v, &cos, &sin}) fill(*b);
     std::uniform_int_distribution<int> prompt(0, kMaxPrompt), keys(1, kPageSize * kPagesPerSeq);
     std::vector<int> cu_host(kBatch + 1, 0), used_host(kBatch);
     for (int b = 0; b < kBatch; ++b) cu_host[b + 1] = cu_host[b] + prompt(rng);
@@ -101,19 +118,29 @@ struct Step {
     pages.resize(kBatch * kPagesPerSeq);
     cu.upload(cu_host.data(), cu.bytes());
     used.upload(used_host.data(), used.bytes());
+    std::vector<int> start_host(used_host);  // the new token is each sequence's last key
+    for (int& n : start_host) --n;
+    start.upload(start_host.data(), start.bytes());
     table.upload(pages.data(), table.bytes());
-    for (DeviceBuffer* b : {&o, &lse, &dq, &dk, &dv, &dec_o, &dec_lse}) b->fill_nan();
+    for (DeviceBuffer* b : outputs_of()) b->fill_nan();
   }
+
+  // What the step writes (the caches too: the append's rows).
+  std::vector<DeviceBuffer*> outputs_of() { return {&o, &lse, &dq, &dk, &dv, &dec_o, &dec_lse, &dec_qr}; }
 
   void enqueue(Runtime& rt, CUstream stream) {
     rt.forward(prefill, stream);
     rt.backward(grad, stream);
+    rt.append_kv(append, stream);
     rt.forward(decode, stream);
   }
 
-  std::vector<std::vector<std::uint8_t>> outputs() const {
+  std::vector<std::vector<std::uint8_t>> outputs() {
     std::vector<std::vector<std::uint8_t>> out;
-    for (const DeviceBuffer* b : {&o, &lse, &dq, &dk, &dv, &dec_o, &dec_lse}) {
+    std::vector<DeviceBuffer*> written = outputs_of();
+    written.push_back(&cache_k);
+    written.push_back(&cache_v);
+    for (const DeviceBuffer* b : written) {
       out.emplace_back(b->bytes());
       b->download(out.back().data(), b->bytes());
     }
@@ -121,7 +148,7 @@ struct Step {
   }
 };
 
-TEST(GraphCaptureGpu, PrefillBackwardAndDecodeReplayWithNewInputsAndLengths) {
+TEST(GraphCaptureGpu, PrefillBackwardAppendAndDecodeReplayWithNewInputsAndLengths) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA driver or GPU on this machine: the gpu label runs on the GPU machine";
   ensure_context(0);
   const CudaDriver& d = cuda_driver();
@@ -158,11 +185,11 @@ TEST(GraphCaptureGpu, PrefillBackwardAndDecodeReplayWithNewInputsAndLengths) {
     check_cuda(d.cuStreamSynchronize(stream), "cuStreamSynchronize (replay)");
     const auto replayed = step.outputs();
     // The same inputs (randomize poisoned only the outputs), run eagerly.
-    for (DeviceBuffer* b : {&step.o, &step.lse, &step.dq, &step.dk, &step.dv, &step.dec_o, &step.dec_lse}) b->fill_nan();
+    for (DeviceBuffer* b : step.outputs_of()) b->fill_nan();
     step.enqueue(rt, stream);
     check_cuda(d.cuStreamSynchronize(stream), "cuStreamSynchronize (eager)");
     const auto eager = step.outputs();
-    const char* names[] = {"o", "lse", "dq", "dk", "dv", "decode o", "decode lse"};
+    const char* names[] = {"o", "lse", "dq", "dk", "dv", "decode o", "decode lse", "rotated q", "k cache", "v cache"};
     for (std::size_t i = 0; i < eager.size(); ++i) {
       EXPECT_TRUE(replayed[i] == eager[i]) << names[i] << ": the replay differs from the eager run";
       if (!previous.empty()) {

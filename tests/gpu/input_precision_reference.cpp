@@ -1,12 +1,10 @@
 #include "input_precision_reference.h"
 
-#include <thread_pool/thread_pool.hpp>
-
 #include <cmath>
-#include <future>
 #include <limits>
 
 #include "runtime/cpu/dtype_convert.h"
+#include "runtime/cpu/parallel_for.h"
 
 namespace flashgen::test {
 
@@ -112,12 +110,8 @@ PtResult input_precision_attention(const Problem& p, const std::vector<float>& q
   r.dk.assign(k.size(), 0.0f);
   r.dv.assign(v.size(), 0.0f);
   r.lse.assign(p.batch * p.heads_q * p.seqlen_q, 0.0f);
-  thread_pool::ThreadPool pool(threads > 0 ? threads : 1);
-  std::vector<std::future<void>> done;
-  for (std::int64_t b = 0; b < p.batch; ++b)
-    for (std::int64_t hk = 0; hk < p.heads_kv; ++hk)
-      done.push_back(pool.Submit([&, b, hk] { group_task(p, b, hk, q, k, v, dout, r); }));
-  for (auto& f : done) f.get();
+  cpu::parallel_for(threads > 0 ? threads : 1, p.batch * p.heads_kv,
+                    [&](std::int64_t i) { group_task(p, i / p.heads_kv, i % p.heads_kv, q, k, v, dout, r); });
   return r;
 }
 

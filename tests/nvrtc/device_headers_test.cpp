@@ -70,6 +70,11 @@ const KernelSpec kDkdvWs = spec(Pass::bwd_dkdv, 128, 64, 128, 12);  // warp-spec
 const KernelSpec kRowwise = spec(Pass::bwd_preprocess, 96, 64, 64, 4);
 const KernelSpec kSplitKv = spec(Pass::fwd_splitkv, 128, 16, 64, 4);
 const KernelSpec kCombine = spec(Pass::fwd_combine, 72, 2, 64, 4, false);
+const KernelSpec kAppend = [] {  // paged, a head dim of element-wise loads
+  KernelSpec s = spec(Pass::kv_append, 59, 16, 16, 4, false);
+  s.paged = true;
+  return s;
+}();
 
 // Header -> what follows its #include.
 std::map<std::string, std::string> cases() {
@@ -182,6 +187,12 @@ extern "C" __global__ void t(const flash::u16* in, flash::u16* out) {
   float acc[1][8][4] = {};
   flash::store_fragments<flash::Element16<true>, T, true>(0, acc, 0, 0, 0.5f, threadIdx.x % 32);
   flash::store_tile<T, 128, 64, true>(out, 64, 0, 50, threadIdx.x);
+  float x[8];
+  flash::load_row_chunk<flash::Element16<false>, 59, false>(in, threadIdx.x % 8, x);
+  flash::load_row_chunk<flash::Element16<true>, 64, true>(in, threadIdx.x % 8, x);
+  flash::copy_row_chunk<59, false>(out, in, threadIdx.x % 8);
+  flash::copy_row_chunk<64, true>(out + 64, in, threadIdx.x % 8);
+  out[threadIdx.x] = static_cast<flash::u16>(x[0]);
 }
 )"},
       {"tile/warp_mma.cuh", R"(
@@ -256,7 +267,7 @@ extern "C" __global__ void t(const __grid_constant__ FlashAttentionParams p) {
     packed.dq(blockIdx.y, threadIdx.x)[0] = packed.k(0, packed.tma_k_row(0))[packed.lse_row(0) + packed.accum_row(1)];
 }
 )"},
-      {"attention/kv_cache_offsets.cuh", R"(
+      {"kv_cache/kv_cache_offsets.cuh", R"(
 extern "C" __global__ void t(const __grid_constant__ FlashAttentionParams p) {
   const flash::KvCacheOffsets<true> paged(p, blockIdx.z);
   const flash::KvCacheOffsets<false> dense(p, blockIdx.z);
@@ -421,6 +432,20 @@ extern "C" __global__ void t(const __grid_constant__ FlashAttentionParams p) {
 )"},
       {"fwd/fwd_splitkv_kernel.cuh", traits(kSplitKv) + R"(
 extern "C" __global__ void t(const __grid_constant__ FlashAttentionParams p) { flash::FwdSplitKvKernel<Traits>::run(p); }
+)"},
+      {"attention/rotary.cuh", R"(
+#include "arch/numeric.cuh"
+using R = flash::Rotary<flash::Element16<true>>;
+extern "C" __global__ void t(const flash::u16* cs, const flash::u16* sn, float* out) {
+  float x[8], y[8];
+  for (int i = 0; i < 8; ++i) x[i] = y[i] = out[i];
+  R::rotate_pairs(x, cs, sn, threadIdx.x);
+  R::rotate_halves(x, y, cs, sn, threadIdx.x);
+  out[threadIdx.x] = x[0] + y[7];
+}
+)"},
+      {"kv_cache/kv_append_kernel.cuh", traits(kAppend) + R"(
+extern "C" __global__ void t(const __grid_constant__ FlashAttentionParams p) { flash::KvAppendKernel<Traits>::run(p); }
 )"},
       {"fwd/fwd_combine_kernel.cuh", traits(kCombine) + R"(
 extern "C" __global__ void t(const __grid_constant__ FlashAttentionParams p) { flash::FwdCombineKernel<Traits>::run(p); }

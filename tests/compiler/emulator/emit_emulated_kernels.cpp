@@ -15,6 +15,7 @@
 
 #include "compiler/codegen.h"
 #include "emulation_cases.h"
+#include "kv_append_cases.h"
 #include "runtime/launch_plan.h"
 
 using namespace flashgen;
@@ -74,6 +75,10 @@ int main(int argc, char** argv) {
     for (const KernelLaunch& l : plan_backward(BackwardArgs{}, p, Arch::sm_80, nullptr)) plan.push_back(l);
     for (const KernelLaunch& l : plan)
       if (seen.insert(l.spec.uri()).second) specs.push_back(l.spec);
+  }
+  for (const test::KvAppendCase& c : test::kv_append_cases()) {
+    const KernelSpec s = select_kv_append_kernel(c.head_dim, c.dtype, c.page_size > 0, Arch::sm_80);
+    if (seen.insert(s.uri()).second) specs.push_back(s);
   }
   std::vector<std::set<std::string>> includes(shards);
   std::vector<std::string> bodies(shards);

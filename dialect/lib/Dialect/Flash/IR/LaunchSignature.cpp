@@ -44,6 +44,12 @@ LaunchSignature launchSignature(const flashgen::KernelSpec& spec) {
       s.operands = {R::out, R::lse};
       s.results = {R::out, R::lse};
       break;
+    // The new rows of k and v in, the caches (written in place at each sequence's length) out;
+    // the positions, pages and rotary tables are launch parameters.
+    case flashgen::Pass::kv_append:
+      s.operands = {R::key, R::value};
+      s.results = {R::key, R::value};
+      break;
   }
   return s;
 }

@@ -163,6 +163,7 @@ def Flash_LaunchOp : Flash_Op<"launch", [Pure, DeclareOpInterfaceMethods<SymbolU
     | bwd_dq_convert | dq_accum | dq |
     | fwd_splitkv | q, k, v | o, lse (decode; with split keys the parts are launch workspace) |
     | fwd_combine | o, lse | o, lse (the parts merged; a no-op launch with one split) |
+    | kv_append | k, v (the new rows) | k, v (the caches they are written into) |
 
     q, k, v, o, dO, dq, dk, dv have the kernel's element type and head_dim;
     lse and D are f32 (batch, heads_q, seqlen_q); dq_accum is f32

@@ -1,0 +1,74 @@
+// The CPU backend's KV append (Runtime::append_kv): the reference the kernel is tested
+// against. Rotations are computed in double and rounded once to the destination's dtype.
+#include <cstdint>
+#include <tuple>
+#include <vector>
+
+#include "runtime/cpu/cpu_attention.h"
+#include "runtime/cpu/dtype_convert.h"
+#include "runtime/cpu/parallel_for.h"
+
+namespace flashgen::cpu {
+namespace {
+
+std::int64_t at(const Tensor& t, std::int64_t i0, std::int64_t i1, std::int64_t i2, std::int64_t i3) {
+  return i0 * t.stride[0] + i1 * t.stride[1] + i2 * t.stride[2] + i3 * t.stride[3];
+}
+
+std::int32_t index_at(const Tensor& t, std::int64_t i, std::int64_t j = 0) {
+  return static_cast<const std::int32_t*>(t.data)[i * t.stride[0] + (t.rank > 1 ? j * t.stride[1] : 0)];
+}
+
+// Row `x` (head_dim values) rotated in place at position `pos` (Rotary's convention).
+void rotate(std::vector<double>& x, const KvAppendArgs& args, std::int64_t rotary_dim, std::int64_t pos) {
+  const Tensor &cos = args.rotary.cos, &sin = args.rotary.sin;
+  const std::int64_t half = rotary_dim / 2;
+  for (std::int64_t j = 0; j < half; ++j) {
+    const double c = load_float(cos.data, cos.dtype, pos * cos.stride[0] + j);
+    const double s = load_float(sin.data, sin.dtype, pos * sin.stride[0] + j);
+    const std::int64_t lo = args.rotary.interleaved ? 2 * j : j, hi = args.rotary.interleaved ? 2 * j + 1 : j + half;
+    const double a = x[lo], b = x[hi];
+    x[lo] = a * c - b * s;
+    x[hi] = a * s + b * c;
+  }
+}
+
+}  // namespace
+
+void kv_append(const KvAppendArgs& args, const KvAppendProblem& a, int threads) {
+  const Problem& p = a.cache;
+  const std::int64_t d = p.head_dim;
+  // One task per (sequence, new row): each writes its own cache rows.
+  parallel_for(threads, p.batch * a.seqlen_new, [&](std::int64_t task) {
+    const std::int64_t b = task / a.seqlen_new, i = task % a.seqlen_new;
+    const std::int64_t pos = index_at(args.cache_seqlens, b) + i;
+    std::int64_t outer = b, row = pos;  // the cache's first two indices of the position
+    if (p.paged) {
+      outer = index_at(args.block_table, b, pos / p.page_size);
+      row = pos % p.page_size;
+    }
+    std::vector<double> x(static_cast<std::size_t>(d));
+    for (std::int64_t h = 0; h < p.heads_kv; ++h)
+      for (const auto& [src, dst, rotated] : {std::tuple{&args.k, &args.k_cache, a.rotary_dim > 0},
+                                              std::tuple{&args.v, &args.v_cache, false}}) {
+        for (std::int64_t c = 0; c < d; ++c) x[c] = load_float(src->data, src->dtype, at(*src, b, i, h, c));
+        if (rotated) rotate(x, args, a.rotary_dim, pos);
+        for (std::int64_t c = 0; c < d; ++c)
+          store_float(dst->data, dst->dtype, at(*dst, outer, row, h, c), static_cast<float>(x[c]));
+      }
+  });
+  if (!a.rotate_q) return;
+  parallel_for(threads, p.batch * p.seqlen_q, [&](std::int64_t task) {
+    const std::int64_t b = task / p.seqlen_q, i = task % p.seqlen_q;
+    const std::int64_t pos = index_at(args.cache_seqlens, b) + (args.q_at_consecutive_positions ? i : 0);
+    std::vector<double> x(static_cast<std::size_t>(d));
+    for (std::int64_t h = 0; h < p.heads_q; ++h) {
+      for (std::int64_t c = 0; c < d; ++c) x[c] = load_float(args.q.data, args.q.dtype, at(args.q, b, i, h, c));
+      rotate(x, args, a.rotary_dim, pos);
+      for (std::int64_t c = 0; c < d; ++c)
+        store_float(args.q_rotated.data, args.q_rotated.dtype, at(args.q_rotated, b, i, h, c), static_cast<float>(x[c]));
+    }
+  });
+}
+
+}  // namespace flashgen::cpu
