@@ -169,12 +169,13 @@ std::vector<KernelSpec> select_forward_kernels(const ProblemKey& problem, Arch a
   return {forward_spec(problem, arch)};
 }
 
-KernelSpec select_kv_append_kernel(int head_dim, DType dtype, bool paged, Arch arch) {
+KernelSpec select_kv_append_kernel(int head_dim, DType dtype, bool paged, bool packed, Arch arch) {
   KernelSpec s;
   s.pass = Pass::kv_append;
   s.head_dim = head_dim;
   s.dtype = dtype;
   s.paged = paged;
+  s.varlen = packed;
   s.arch = arch;
   return first_valid(s, {{16, 16, 4, 1}});
 }

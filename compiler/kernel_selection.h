@@ -39,6 +39,7 @@ std::vector<KernelSpec> select_backward_kernels(const ProblemKey& problem, Arch 
 // The KV append (Runtime::append_kv) for rows of head_dim elements of dtype into a dense or
 // paged cache: 16 rows per CTA of 4 warps, so that a decode step's few rows still spread
 // over many SMs (the append is a copy bound by latency).
-KernelSpec select_kv_append_kernel(int head_dim, DType dtype, bool paged, Arch arch);
+// `packed`: the new rows are packed sequences (KvAppendArgs::cu_seqlens), the spec's varlen.
+KernelSpec select_kv_append_kernel(int head_dim, DType dtype, bool paged, bool packed, Arch arch);
 
 }  // namespace flashgen

@@ -125,9 +125,9 @@ std::vector<std::string> KernelSpec::problems() const {
         to_string(pass));
   if (pass == Pass::kv_append)  // one kernel per (head_dim, dtype, paged): the rest does not change its code
     for (const auto& [set, name] : {std::pair{causal, "causal"}, {window, "window"}, {softcap, "softcap"},
-                                    {deterministic, "deterministic"}, {varlen, "varlen"}})
-      if (set) add(out, "{}: set for the kv_append pass, expected it unset (the append depends on head_dim, dtype and "
-                   "paged only)", name);
+                                    {deterministic, "deterministic"}})
+      if (set) add(out, "{}: set for the kv_append pass, expected it unset (the append depends on head_dim, dtype, "
+                   "paged and varlen only)", name);
   if (varlen && (pass == Pass::fwd_splitkv || pass == Pass::fwd_combine))
     add(out, "varlen: set for the {} pass, expected it only on the prefill forward and the backward passes",
         to_string(pass));

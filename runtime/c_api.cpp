@@ -176,6 +176,7 @@ flashgen::KvAppendArgs to_cpp(const flashgen_kv_append_args& in) {
   out.q_at_consecutive_positions = a.q_at_consecutive_positions != 0;
   out.q = to_cpp(a.q);
   out.q_rotated = to_cpp(a.q_rotated);
+  out.cu_seqlens = to_cpp(a.cu_seqlens);
   return out;
 }
 

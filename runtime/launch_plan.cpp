@@ -259,7 +259,7 @@ std::vector<KernelLaunch> plan_backward(const BackwardArgs& args, const Problem&
 
 KernelLaunch plan_kv_append(const KvAppendArgs& args, const KvAppendProblem& a, Arch arch) {
   const Problem& p = a.cache;
-  const KernelSpec spec = select_kv_append_kernel(static_cast<int>(p.head_dim), p.dtype, p.paged, arch);
+  const KernelSpec spec = select_kv_append_kernel(static_cast<int>(p.head_dim), p.dtype, p.paged, a.packed, arch);
   FlashAttentionParams f{};
   f.batch = static_cast<int>(p.batch);
   f.seqlen_k = static_cast<int>(p.seqlen_k);
@@ -275,6 +275,10 @@ KernelLaunch plan_kv_append(const KvAppendArgs& args, const KvAppendProblem& a, 
   f.v_stride = strides(args.v_cache);
   f.cache_seqlens = static_cast<const int*>(args.cache_seqlens.data);
   f.seqlen_new = static_cast<int>(a.seqlen_new);
+  if (a.packed) {  // the new rows' offsets, as a packed forward's keys have them
+    f.cu_seqlens_k = static_cast<const int*>(args.cu_seqlens.data);
+    f.total_k = static_cast<int>(a.seqlen_new);
+  }
   if (p.paged) {
     f.block_table = static_cast<const int*>(args.block_table.data);
     f.block_table_stride = args.block_table.stride[0];
@@ -298,7 +302,8 @@ KernelLaunch plan_kv_append(const KvAppendArgs& args, const KvAppendProblem& a, 
     f.heads_q = static_cast<int>(p.heads_q);
     f.rotary_q_consecutive = args.q_at_consecutive_positions;
   }
-  const std::int64_t rows = 2 * p.batch * a.seqlen_new * p.heads_kv + (a.rotate_q ? p.batch * p.seqlen_q * p.heads_q : 0);
+  const std::int64_t sequences = a.packed ? 1 : p.batch;  // packed: seqlen_new and seqlen_q count every row
+  const std::int64_t rows = sequences * (2 * a.seqlen_new * p.heads_kv + (a.rotate_q ? p.seqlen_q * p.heads_q : 0));
   return {spec, {blocks(rows, spec.block_m), 1, 1}, f};
 }
 

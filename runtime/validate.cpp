@@ -41,6 +41,8 @@ constexpr DimNames kPackedLseDims{"heads_q", "total_q", "unused", "unused"};
 constexpr DimNames kCuSeqlensDims{"batch + 1", "unused", "unused", "unused"};
 // KV append (KvAppendArgs).
 constexpr DimNames kNewKeyDims{"batch", "seqlen_new", "heads_kv", "head_dim"};
+constexpr DimNames kPackedNewKeyDims{"total", "heads_kv", "head_dim", "unused"};
+constexpr DimNames kPackedNewQueryDims{"total", "heads_q", "head_dim", "unused"};
 constexpr DimNames kCacheDims{"batch", "capacity", "heads_kv", "head_dim"};
 constexpr DimNames kRotaryDims{"positions", "rotary_dim / 2", "unused", "unused"};
 
@@ -640,29 +642,33 @@ void check_append_positions_on_cpu(const KvAppendArgs& args, const KvAppendProbl
   const Problem& p = a.cache;
   const auto* start = static_cast<const std::int32_t*>(args.cache_seqlens.data);
   const auto* table = static_cast<const std::int32_t*>(args.block_table.data);
+  const auto* cu = static_cast<const std::int32_t*>(args.cu_seqlens.data);
   for (std::int64_t b = 0; b < p.batch; ++b) {
     const std::int64_t pos = start[b * args.cache_seqlens.stride[0]];
-    if (pos < 0 || pos + a.seqlen_new > p.seqlen_k)
+    const std::int64_t n = a.packed ? cu[(b + 1) * args.cu_seqlens.stride[0]] - cu[b * args.cu_seqlens.stride[0]]
+                                    : a.seqlen_new;  // its new rows
+    if (pos < 0 || pos + n > p.seqlen_k)
       fail(Status::invalid_argument,
-           "cache_seqlens: [{}] is {}, expected 0..{} (the cache holds {} positions per sequence and k: shape[1] "
-           "(seqlen_new) = {} rows are appended)",
-           b, pos, p.seqlen_k - a.seqlen_new, p.seqlen_k, a.seqlen_new);
+           "cache_seqlens: [{}] is {}, expected 0..{} (the cache holds {} positions per sequence and {} = {} rows are "
+           "appended)",
+           b, pos, p.seqlen_k - n, p.seqlen_k,
+           a.packed ? fmt::format("sequence {} of cu_seqlens", b) : std::string("k: shape[1] (seqlen_new)"), n);
     if (p.paged)
-      for (std::int64_t slot = pos / p.page_size; a.seqlen_new > 0 && slot <= (pos + a.seqlen_new - 1) / p.page_size;
-           ++slot) {
+      for (std::int64_t slot = pos / p.page_size; n > 0 && slot <= (pos + n - 1) / p.page_size; ++slot) {
         const std::int64_t page = table[b * args.block_table.stride[0] + slot * args.block_table.stride[1]];
         if (page < 0 || page >= p.num_pages)
           fail(Status::invalid_argument, "block_table: [{}][{}] is {}, expected a page in 0..{} (k_cache: shape[0])", b,
                slot, page, p.num_pages - 1);
       }
-    if (a.rotate_q) {
-      const std::int64_t last = pos + (args.q_at_consecutive_positions ? p.seqlen_q - 1 : 0);
+    const std::int64_t queries = a.packed ? n : p.seqlen_q;
+    if (a.rotate_q && queries > 0) {
+      const std::int64_t last = pos + (args.q_at_consecutive_positions ? queries - 1 : 0);
       if (last >= a.rotary_rows)
         fail(Status::invalid_argument,
              "rotary.cos: shape[0] (positions) is {}, expected more than {} (the last position of sequence {}'s "
              "queries: cache_seqlens[{}] = {}{})",
              a.rotary_rows, last, b, b, pos,
-             args.q_at_consecutive_positions ? fmt::format(" + q: shape[1] (seqlen_q) {} - 1", p.seqlen_q) : "");
+             args.q_at_consecutive_positions ? fmt::format(" + {} queries - 1", queries) : "");
     }
   }
 }
@@ -675,15 +681,19 @@ bool same_view(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 KvAppendProblem validate_kv_append(const KvAppendArgs& args) {
-  const bool paged = args.block_table.data != nullptr;
+  const bool paged = args.block_table.data != nullptr, packed = args.cu_seqlens.data != nullptr;
   const DimNames& cache_dims = paged ? kPageDims : kCacheDims;
-  const Arg k{"k", args.k, kNewKeyDims}, v{"v", args.v, kNewKeyDims};
+  const DimNames& new_dims = packed ? kPackedNewKeyDims : kNewKeyDims;
+  const DimNames& q_dims = packed ? kPackedNewQueryDims : kQueryDims;
+  const int rank = packed ? 3 : 4, d = rank - 1;  // the rows' rank and head_dim's dimension
+  const Arg k{"k", args.k, new_dims, rank}, v{"v", args.v, new_dims, rank};
   const Arg k_cache{"k_cache", args.k_cache, cache_dims}, v_cache{"v_cache", args.v_cache, cache_dims};
   const Arg block_table{"block_table", args.block_table, kBlockTableDims, 2, Kind::index};
   const Arg cache_seqlens{"cache_seqlens", args.cache_seqlens, kSequsedDims, 1, Kind::index};
   const Arg cos{"rotary.cos", args.rotary.cos, kRotaryDims, 2, Kind::table};
   const Arg sin{"rotary.sin", args.rotary.sin, kRotaryDims, 2, Kind::table};
-  const Arg q{"q", args.q, kQueryDims}, q_rotated{"q_rotated", args.q_rotated, kQueryDims};
+  const Arg q{"q", args.q, q_dims, rank}, q_rotated{"q_rotated", args.q_rotated, q_dims, rank};
+  const Arg cu{"cu_seqlens", args.cu_seqlens, kCuSeqlensDims, 1, Kind::index};
   if (args.cache_seqlens.data == nullptr)
     fail(Status::invalid_argument,
          "cache_seqlens: data is null, expected int32 (batch,): each sequence's length in the cache, where its new "
@@ -691,37 +701,44 @@ KvAppendProblem validate_kv_append(const KvAppendArgs& args) {
   std::vector<Arg> tensors{k, v, k_cache, v_cache, cache_seqlens};
   for (const Arg& a : tensors) check_view(a);
   std::vector<Arg> inputs{k, v, cache_seqlens};
-  if (paged) {
-    check_view(block_table);
-    tensors.push_back(block_table);
-    inputs.push_back(block_table);
-  }
+  std::vector<Arg> outputs{k_cache, v_cache};
+  add_index_tensors({block_table, cu}, tensors, inputs);
 
   KvAppendProblem a;
   Problem& p = a.cache;
-  p.batch = k.t.shape[0];
-  a.seqlen_new = k.t.shape[1];
-  p.heads_kv = k.t.shape[2];
-  p.head_dim = k.t.shape[3];
+  a.packed = packed;
+  if (packed) {
+    if (cu.t.shape[0] < 2)
+      fail(Status::invalid_argument, "cu_seqlens: shape[0] (batch + 1) is {}, expected >= 2 (one sequence or more)",
+           cu.t.shape[0]);
+    p.batch = cu.t.shape[0] - 1;
+    a.seqlen_new = k.t.shape[0];
+  } else {
+    p.batch = k.t.shape[0];
+    a.seqlen_new = k.t.shape[1];
+  }
+  p.heads_kv = k.t.shape[d - 1];
+  p.head_dim = k.t.shape[d];
   p.dtype = k.t.dtype;
   p.device = k.t.device;
-  expect_shape(v, {p.batch, a.seqlen_new, p.heads_kv, p.head_dim}, "k");
+  expect_shape(v, {k.t.shape[0], k.t.shape[1], k.t.shape[2], k.t.shape[3]}, "k");
+  const char* batch_of = packed ? "cu_seqlens" : "k";
   if (paged) {
-    paged_geometry(p, k_cache, block_table.t, "k");
+    paged_geometry(p, k_cache, block_table.t, batch_of);
     expect_shape(k_cache, {p.num_pages, p.page_size, p.heads_kv, p.head_dim}, "k (heads_kv, head_dim)");
   } else {
     p.seqlen_k = k_cache.t.shape[1];
-    expect_shape(k_cache, {p.batch, p.seqlen_k, p.heads_kv, p.head_dim}, "k (batch, heads_kv, head_dim)");
+    expect_shape(k_cache, {p.batch, p.seqlen_k, p.heads_kv, p.head_dim},
+                 packed ? "cu_seqlens (batch) and k (heads_kv, head_dim)" : "k (batch, heads_kv, head_dim)");
   }
   expect_shape(v_cache, {k_cache.t.shape[0], k_cache.t.shape[1], p.heads_kv, p.head_dim}, "k_cache");
   if (args.cache_seqlens.shape[0] != p.batch)
-    fail(Status::invalid_argument, "cache_seqlens: shape[0] (batch) is {}, expected {} like k",
-         args.cache_seqlens.shape[0], p.batch);
-  if (a.seqlen_new > p.seqlen_k)
+    fail(Status::invalid_argument, "cache_seqlens: shape[0] (batch) is {}, expected {} like {}",
+         args.cache_seqlens.shape[0], p.batch, batch_of);
+  if (!packed && a.seqlen_new > p.seqlen_k)
     fail(Status::invalid_argument, "k: shape[1] (seqlen_new) is {}, expected at most the cache's capacity {}",
          a.seqlen_new, p.seqlen_k);
 
-  std::vector<Arg> outputs{k_cache, v_cache};
   if (args.rotary.active()) {
     if (args.rotary.cos.data == nullptr || args.rotary.sin.data == nullptr)
       fail(Status::invalid_argument, "{}: data is null while {} is set, expected both tables of the rotary embedding",
@@ -738,8 +755,8 @@ KvAppendProblem validate_kv_append(const KvAppendArgs& args) {
     if (a.rotary_dim % 16 != 0 || a.rotary_dim > p.head_dim)
       fail(Status::invalid_argument,
            "rotary.cos: shape[1] (rotary_dim / 2) is {}, expected rotary_dim = {} to be a multiple of 16 and at most "
-           "k: shape[3] (head_dim) = {}",
-           cos.t.shape[1], a.rotary_dim, p.head_dim);
+           "k: shape[{}] (head_dim) = {}",
+           cos.t.shape[1], a.rotary_dim, d, p.head_dim);
     if (a.rotary_rows < p.seqlen_k)
       fail(Status::invalid_argument,
            "rotary.cos: shape[0] (positions) is {}, expected at least the cache's capacity {} (a row for every "
@@ -757,12 +774,16 @@ KvAppendProblem validate_kv_append(const KvAppendArgs& args) {
     check_view(q);
     check_view(q_rotated);
     a.rotate_q = true;
-    p.seqlen_q = q.t.shape[1];
-    p.heads_q = q.t.shape[2];
-    if (q.t.shape[0] != p.batch || q.t.shape[3] != p.head_dim)
+    p.seqlen_q = packed ? q.t.shape[0] : q.t.shape[1];
+    p.heads_q = q.t.shape[d - 1];
+    if (packed && (q.t.shape[0] != a.seqlen_new || q.t.shape[2] != p.head_dim))
+      fail(Status::invalid_argument,
+           "q: shape is ({}), expected ({}, heads_q, {}) like k (total, head_dim): packed with the same offsets",
+           fmt::join(q.shape(), ", "), a.seqlen_new, p.head_dim);
+    if (!packed && (q.t.shape[0] != p.batch || q.t.shape[3] != p.head_dim))
       fail(Status::invalid_argument, "q: shape is ({}), expected ({}, seqlen_q, heads_q, {}) like k (batch, head_dim)",
            fmt::join(q.shape(), ", "), p.batch, p.head_dim);
-    expect_shape(q_rotated, {p.batch, p.seqlen_q, p.heads_q, p.head_dim}, "q");
+    expect_shape(q_rotated, {q.t.shape[0], q.t.shape[1], q.t.shape[2], q.t.shape[3]}, "q");
     check_element_count(q);
     a.q_in_place = same_view(args.q, args.q_rotated);
     tensors.push_back(q);
@@ -780,7 +801,8 @@ KvAppendProblem validate_kv_append(const KvAppendArgs& args) {
   check_outputs_apart(inputs, outputs);
   if (p.device != kCpu) {
     constexpr std::int64_t kInt32 = std::numeric_limits<std::int32_t>::max();
-    for (const auto& [what, n] : {std::pair{"k: shape[1] (seqlen_new)", a.seqlen_new}, {"the cache's capacity", p.seqlen_k},
+    for (const auto& [what, n] : {std::pair{packed ? "k: shape[0] (total)" : "k: shape[1] (seqlen_new)", a.seqlen_new},
+                                  {"the cache's capacity", p.seqlen_k},
                                   {"k_cache: shape[0] (num_pages)", p.num_pages},
                                   {"rotary.cos: shape[0] (positions)", a.rotary_rows}})
       if (n > kInt32)
@@ -789,13 +811,14 @@ KvAppendProblem validate_kv_append(const KvAppendArgs& args) {
   }
   if (p.device == kCpu) {
     check_cpu_alignment(tensors);
+    if (packed) check_cu_seqlens_on_cpu(cu, a.seqlen_new, p.seqlen_k, "k: shape[0] (total)", "the cache's capacity");
     check_append_positions_on_cpu(args, a);
   } else {
     if (p.dtype == DType::f32)
       fail(Status::unsupported, "k: dtype is fp32 on {}, expected fp16 or bf16 for the GPU kernels (fp32 runs on the "
            "CPU backend)", device_name(p.device));
     if (p.head_dim > kGpuMaxHeadDim)
-      fail(Status::unsupported, "k: shape[3] (head_dim) is {} on {}, expected {}..{} for the GPU kernels", p.head_dim,
+      fail(Status::unsupported, "k: shape[{}] (head_dim) is {} on {}, expected {}..{} for the GPU kernels", d, p.head_dim,
            device_name(p.device), kGpuMinHeadDim, kGpuMaxHeadDim);
     check_gpu_alignment(tensors, p);
   }

@@ -47,7 +47,8 @@ struct KvAppendProblem {
   // batch, seqlen_k (the cache's capacity: positions per sequence), heads_kv, head_dim, dtype,
   // device and the paged geometry; heads_q and seqlen_q of q where it is rotated, else 0.
   Problem cache;
-  std::int64_t seqlen_new = 0;  // new rows per sequence
+  std::int64_t seqlen_new = 0;  // new rows per sequence; packed: the rows of k (total)
+  bool packed = false;          // KvAppendArgs::cu_seqlens
   std::int64_t rotary_dim = 0;  // 0: no rotary
   std::int64_t rotary_rows = 0;  // positions the cos/sin tables hold
   bool rotate_q = false;

@@ -1,8 +1,9 @@
 // An inference engine's loop through flashgen's C++ API, on raw CUDA buffers: a batch of
-// prompts of different lengths prefilled (causal attention over the packed prompts, then each
-// prompt's keys and values appended into a paged KV cache), then kSteps decode steps (each
-// appends the new token's key and value, rotating them and the query, and attends over the
-// cache) captured in one CUDA graph and replayed. The same calls on host buffers run the CPU
+// prompts of different lengths prefilled (every prompt's keys and values appended into a
+// paged KV cache in one launch over the packed rows, keys and queries rotated on the way; then
+// each prompt's causal attention over its pages), then kSteps decode steps (each appends the
+// new token's key and value, rotating it and the query, and attends over the cache) captured
+// in one CUDA graph and replayed. The same calls on host buffers run the CPU
 // backend: the reference every GPU output is checked against. Prints the decode rate.
 //
 // Lengths and positions live in device buffers (cu_seqlens, cache_seqlens, seqused_k): the
@@ -42,9 +43,8 @@ void check_cuda(cudaError_t status, const char* call) {
 
 // The loop's inputs and outputs as host vectors; where() gives each one's address for a run.
 struct Host {
-  std::vector<bf16> q, k, v, o;             // packed prompts: (total, heads, kDim)
-  std::vector<float> lse;                   // (kHeadsQ, total)
-  std::vector<std::int32_t> cu, zero;       // cu_seqlens (kSeqs + 1); a 0 per sequence (prompt positions)
+  std::vector<bf16> q, k, v, qr, o;         // packed prompts: (total, heads, kDim); qr: q rotated
+  std::vector<std::int32_t> cu, zero, len;  // cu_seqlens (kSeqs + 1); per sequence 0 (where prompts go), its length
   std::vector<bf16> k_cache, v_cache;       // (kPages, kPage, kHeadsKv, kDim)
   std::vector<std::int32_t> table;          // (kSeqs, kPagesPerSeq)
   std::vector<bf16> cos, sin;               // (kCapacity, kRotaryDim / 2)
@@ -79,15 +79,14 @@ struct Loop {
   Host& h;
   int device;
   Memory mem;
-  bf16 *q, *k, *v, *o, *k_cache, *v_cache, *cos, *sin, *dq, *dk, *dv, *dqr, *dout;
-  float* lse;
-  std::int32_t *cu, *zero, *table, *start, *used;
+  bf16 *q, *k, *v, *qr, *o, *k_cache, *v_cache, *cos, *sin, *dq, *dk, *dv, *dqr, *dout;
+  std::int32_t *cu, *zero, *len, *table, *start, *used;
 
   Loop(Host& host, int dev)
-      : h(host), device(dev), mem(dev != flashgen::kCpu), q(mem(h.q)), k(mem(h.k)), v(mem(h.v)), o(mem(h.o)),
-        k_cache(mem(h.k_cache)), v_cache(mem(h.v_cache)), cos(mem(h.cos)), sin(mem(h.sin)), dq(mem(h.dq)),
-        dk(mem(h.dk)), dv(mem(h.dv)), dqr(mem(h.dqr)), dout(mem(h.dout)), lse(mem(h.lse)), cu(mem(h.cu)),
-        zero(mem(h.zero)), table(mem(h.table)), start(mem(h.start)), used(mem(h.used)) {}
+      : h(host), device(dev), mem(dev != flashgen::kCpu), q(mem(h.q)), k(mem(h.k)), v(mem(h.v)), qr(mem(h.qr)),
+        o(mem(h.o)), k_cache(mem(h.k_cache)), v_cache(mem(h.v_cache)), cos(mem(h.cos)), sin(mem(h.sin)),
+        dq(mem(h.dq)), dk(mem(h.dk)), dv(mem(h.dv)), dqr(mem(h.dqr)), dout(mem(h.dout)), cu(mem(h.cu)),
+        zero(mem(h.zero)), len(mem(h.len)), table(mem(h.table)), start(mem(h.start)), used(mem(h.used)) {}
 
   Tensor rows(void* p, std::int64_t n0, std::int64_t n1, std::int64_t heads) const {
     return Tensor::contiguous(p, DType::bf16, {n0, n1, heads, kDim}, device);
@@ -105,31 +104,33 @@ struct Loop {
   }
   Tensor pages(bf16* p) const { return rows(p, kPages, kPage, kHeadsKv); }
 
-  // Causal attention over each packed prompt, then its keys and values into its pages.
+  // Every prompt's keys and values into its pages from position 0, keys and q rotated (one
+  // launch over the packed rows); then each prompt's causal attention over its pages.
   void prefill(flashgen::Runtime& rt, void* stream) {
     const std::int64_t total = h.cu.back();
-    flashgen::ForwardArgs f;
-    f.q = packed(q, total, kHeadsQ);
-    f.k = packed(k, total, kHeadsKv);
-    f.v = packed(v, total, kHeadsKv);
-    f.o = packed(o, total, kHeadsQ);
-    f.lse = Tensor::contiguous(lse, DType::f32, {kHeadsQ, total, 1, 1}, device);
-    f.lse.rank = 2;
-    f.options.causal = true;
-    f.varlen.cu_seqlens_q = f.varlen.cu_seqlens_k = ints(cu, kSeqs + 1);
-    f.varlen.max_seqlen_q = f.varlen.max_seqlen_k = *std::max_element(std::begin(kPrompt), std::end(kPrompt));
-    rt.forward(f, stream);
-    for (std::int64_t s = 0; s < kSeqs; ++s) {  // one append per prompt: its rows as a batch of one
+    flashgen::KvAppendArgs a;
+    a.k = packed(k, total, kHeadsKv);
+    a.v = packed(v, total, kHeadsKv);
+    a.cu_seqlens = ints(cu, kSeqs + 1);
+    a.k_cache = pages(k_cache);
+    a.v_cache = pages(v_cache);
+    a.block_table = ints(table, kSeqs, kPagesPerSeq);
+    a.cache_seqlens = ints(zero, kSeqs);
+    rotary(a);
+    a.q = packed(q, total, kHeadsQ);
+    a.q_rotated = packed(qr, total, kHeadsQ);
+    rt.append_kv(a, stream);
+    for (std::int64_t s = 0; s < kSeqs; ++s) {  // its packed rows are a batch of one
       const std::int64_t first = h.cu[s], n = h.cu[s + 1] - first;
-      flashgen::KvAppendArgs a;
-      a.k = rows(k + first * kKvRow, 1, n, kHeadsKv);
-      a.v = rows(v + first * kKvRow, 1, n, kHeadsKv);
-      a.k_cache = pages(k_cache);
-      a.v_cache = pages(v_cache);
-      a.block_table = ints(table + s * kPagesPerSeq, 1, kPagesPerSeq);
-      a.cache_seqlens = ints(zero + s, 1);
-      rotary(a);
-      rt.append_kv(a, stream);
+      flashgen::ForwardArgs f;
+      f.q = rows(qr + first * kQRow, 1, n, kHeadsQ);
+      f.o = rows(o + first * kQRow, 1, n, kHeadsQ);
+      f.k = a.k_cache;
+      f.v = a.v_cache;
+      f.block_table = ints(table + s * kPagesPerSeq, 1, kPagesPerSeq);
+      f.seqused_k = ints(len + s, 1);
+      f.options.causal = true;
+      rt.forward(f, stream);
     }
   }
 
@@ -183,9 +184,10 @@ Host make_inputs(unsigned seed) {
   for (int n : kPrompt) h.cu.push_back(h.cu.back() + n);
   const std::size_t total = h.cu.back();
   h.q = random(total * kQRow), h.k = random(total * kKvRow), h.v = random(total * kKvRow);
+  h.qr.assign(h.q.size(), __float2bfloat16(NAN));
   h.o.assign(h.q.size(), __float2bfloat16(NAN));
-  h.lse.assign(kHeadsQ * total, NAN);
   h.zero.assign(kSeqs, 0);
+  h.len.assign(std::begin(kPrompt), std::end(kPrompt));
   h.k_cache = random(kPages * kPage * kKvRow), h.v_cache = random(h.k_cache.size());  // stale rows
   std::vector<std::int32_t> order(kPages);
   for (std::int32_t i = 0; i < kPages; ++i) order[i] = i;

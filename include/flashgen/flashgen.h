@@ -155,6 +155,9 @@ typedef struct flashgen_kv_append_args {
   int32_t rotary_interleaved;             /* nonzero: pairs (2j, 2j + 1) (GPT-J); else (j, j + rotary_dim / 2) */
   int32_t q_at_consecutive_positions;     /* nonzero (the default): q row i at cache_seqlens[b] + i */
   flashgen_tensor q, q_rotated;           /* data NULL: q not rotated */
+  /* Appended after the first versioned layout (zero: absent). Packed new rows, as
+   * flashgen::KvAppendArgs::cu_seqlens describes them: k, v (and q) (total, heads, head_dim). */
+  flashgen_tensor cu_seqlens; /* int32 (batch + 1,); data NULL: k, v are (batch, seqlen_new, heads_kv, head_dim) */
 } flashgen_kv_append_args;
 
 /* Log levels: 0 debug, 1 info, 2 warning, 3 error. `message` is valid during the call only. */

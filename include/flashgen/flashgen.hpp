@@ -134,6 +134,13 @@ struct KvAppendArgs {
   // gives NaN rows on the GPU and invalid_argument on the CPU.
   Tensor q = {}, q_rotated = {};
   bool q_at_consecutive_positions = true;
+  // Optional: packed new rows, FlashAttention's varlen layout (a prefill's prompts in one
+  // launch): k and v are (total, heads_kv, head_dim) and sequence b's new rows are
+  // [cu_seqlens[b], cu_seqlens[b + 1]) of them (int32 (batch + 1,), non-decreasing from >= 0 to
+  // at most total; the CPU backend checks it, the GPU reads it on the device and writes no row
+  // outside every sequence); q, when rotated, is packed with the same offsets (total,
+  // heads_q, head_dim), like q_rotated.
+  Tensor cu_seqlens = {};
 };
 
 // Logit range. The backward, like FlashAttention's, recomputes P = exp(s - lse) from the

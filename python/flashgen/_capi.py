@@ -116,6 +116,7 @@ class KvAppendArgs(_Versioned):
         ("q_at_consecutive_positions", ctypes.c_int32),
         ("q", Tensor),  # data NULL: q not rotated
         ("q_rotated", Tensor),
+        ("cu_seqlens", Tensor),  # packed new rows (data NULL: dense)
     ]
 
 
@@ -227,7 +228,8 @@ def backward_args(view, options, *, q, k, v, o, lse, dout, dq, dk, dv, varlen=No
 
 
 def kv_append_args(view, *, k, v, k_cache, v_cache, cache_seqlens, block_table=None, rotary_cos=None,
-                   rotary_sin=None, rotary_interleaved=False, q=None, q_rotated=None, q_at_consecutive_positions=True):
+                   rotary_sin=None, rotary_interleaved=False, q=None, q_rotated=None, q_at_consecutive_positions=True,
+                   cu_seqlens=None):
     """flashgen_kv_append_args over caller-owned arrays (None for absent ones); view(name, array)
     makes each flashgen_tensor."""
     args = KvAppendArgs(k=view("k", k), v=view("v", v), k_cache=view("k_cache", k_cache),
@@ -235,7 +237,7 @@ def kv_append_args(view, *, k, v, k_cache, v_cache, cache_seqlens, block_table=N
                         rotary_interleaved=int(bool(rotary_interleaved)),
                         q_at_consecutive_positions=int(bool(q_at_consecutive_positions)))
     for name, t in (("block_table", block_table), ("rotary_cos", rotary_cos), ("rotary_sin", rotary_sin), ("q", q),
-                    ("q_rotated", q_rotated)):
+                    ("q_rotated", q_rotated), ("cu_seqlens", cu_seqlens)):
         if t is not None:
             setattr(args, name, view(name, t))
     return args

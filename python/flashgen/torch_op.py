@@ -54,7 +54,7 @@ def _index_view(name, t, like):
 
 
 # The int32 index tensors of flashgen's argument structs.
-_INDEX_TENSORS = ("block_table", "seqused_k", "cu_seqlens_q", "cu_seqlens_k", "cache_seqlens")
+_INDEX_TENSORS = ("block_table", "seqused_k", "cu_seqlens_q", "cu_seqlens_k", "cache_seqlens", "cu_seqlens")
 
 
 def _views(like, names=None):
@@ -418,7 +418,7 @@ def kv_cache_forward(q, k_cache, v_cache, block_table=None, seqused_k=None, soft
 
 
 def kv_append(k, v, k_cache, v_cache, cache_seqlens, block_table=None, rotary_cos=None, rotary_sin=None,
-              rotary_interleaved=False, q=None, q_at_consecutive_positions=True):
+              rotary_interleaved=False, q=None, q_at_consecutive_positions=True, cu_seqlens=None):
     """Writes new keys and values into a KV cache, in place (inference): row i of sequence b of k
     and v (batch, seqlen_new, heads_kv, head_dim) goes to position cache_seqlens[b] + i (int32
     (batch,)) of k_cache and v_cache, dense (batch, capacity, heads_kv, head_dim) or, with
@@ -426,8 +426,10 @@ def kv_append(k, v, k_cache, v_cache, cache_seqlens, block_table=None, rotary_co
     ((positions >= capacity, rotary_dim / 2), dtype of k) the new keys are rotated at their
     positions (rotary_interleaved: pairs (2j, 2j + 1), else (j, j + rotary_dim / 2)), and q, when
     given, is returned rotated at positions cache_seqlens[b] + i (q_at_consecutive_positions) or
-    cache_seqlens[b]; otherwise returns None. On CUDA tensors the positions are read on the GPU:
-    no synchronisation, CUDA-graph safe; rows whose position falls outside the cache are not written.
+    cache_seqlens[b]; otherwise returns None. cu_seqlens (int32 (batch + 1,)): packed new rows,
+    k, v (and q) (total, heads, head_dim), sequence b's being rows cu_seqlens[b]..cu_seqlens[b + 1]
+    (a prefill's prompts in one call). On CUDA tensors the positions are read on the GPU: no
+    synchronisation, CUDA-graph safe; rows whose position falls outside the cache are not written.
     """
     k, v = _readable(k), _readable(v)
     for name, t in (("k_cache", k_cache), ("v_cache", v_cache)):
@@ -444,7 +446,8 @@ def kv_append(k, v, k_cache, v_cache, cache_seqlens, block_table=None, rotary_co
     args = _capi.kv_append_args(_views(k), k=k, v=v, k_cache=k_cache, v_cache=v_cache, cache_seqlens=cache_seqlens,
                                 block_table=block_table, rotary_cos=tables.get("rotary_cos"),
                                 rotary_sin=tables.get("rotary_sin"), rotary_interleaved=rotary_interleaved, q=q,
-                                q_rotated=q_rotated, q_at_consecutive_positions=q_at_consecutive_positions)
+                                q_rotated=q_rotated, q_at_consecutive_positions=q_at_consecutive_positions,
+                                cu_seqlens=cu_seqlens)
     _library.check(_library.library().flashgen_append_kv(_library.runtime(), ctypes.byref(args), _stream(k)))
     return q_rotated
 

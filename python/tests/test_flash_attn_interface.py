@@ -194,6 +194,45 @@ class FlashAttnInterfaceTest(unittest.TestCase):
                         self.assertLess((o[b:b + 1].double() - ref).abs().max().item(), 1e-4 if dtype == torch.float32
                                         else 3e-2)
 
+    def test_kv_append_packed_prompts_in_one_call(self):
+        """flashgen.torch_op.kv_append with cu_seqlens: packed prompts (one of them empty) into a paged
+        cache from each sequence's position, keys rotated, q rotated and returned packed."""
+        from flashgen.torch_op import kv_append
+        for device in self.devices:
+            dtype = torch.float32 if device == "cpu" else torch.float16
+            with self.subTest(device=device):
+                lengths, page, d = [7, 0, 12], 8, 32
+                cu = torch.tensor([0, 7, 7, 19], dtype=torch.int32)
+                start = torch.tensor([3, 0, 20], dtype=torch.int32)
+                pages_per_seq = 4
+                table = torch.randperm(3 * pages_per_seq).view(3, pages_per_seq).to(torch.int32)
+                k_cache = self.randn(3 * pages_per_seq, page, 1, d, device=device, dtype=dtype)
+                v_cache, before = k_cache.clone(), k_cache.clone()
+                k, v = (self.randn(19, 1, d, device=device, dtype=dtype) for _ in range(2))
+                q = self.randn(19, 2, d, device=device, dtype=dtype)
+                t = torch.arange(page * pages_per_seq, dtype=torch.float64)[:, None]
+                angles = t * 10000.0 ** (-torch.arange(0, 16, 2, dtype=torch.float64) / 16)
+                cos, sin = (f(angles).to(device=device, dtype=dtype) for f in (torch.cos, torch.sin))
+                q_rot = kv_append(k, v, k_cache, v_cache, start.to(device), block_table=table.to(device),
+                                  rotary_cos=cos, rotary_sin=sin, q=q, cu_seqlens=cu.to(device))
+                tol = 1e-5 if dtype == torch.float32 else 2e-3
+                written = set()
+                for b, n in enumerate(lengths):
+                    pos = torch.arange(int(start[b]), int(start[b]) + n)
+                    rows = slice(int(cu[b]), int(cu[b + 1]))
+                    want_k = rotate(k[rows].double(), cos.double()[pos], sin.double()[pos], False)
+                    want_q = rotate(q[rows].double(), cos.double()[pos], sin.double()[pos], False)
+                    self.assertLess((q_rot[rows].double() - want_q).abs().max().item() if n else 0.0, tol)
+                    for j in range(n):
+                        p_, r_ = int(table[b, int(pos[j]) // page]), int(pos[j]) % page
+                        written.add((p_, r_))
+                        self.assertLess((k_cache[p_, r_].double() - want_k[j]).abs().max().item(), tol)
+                        self.assertTrue(torch.equal(v_cache[p_, r_], v[int(cu[b]) + j]))
+                for p_ in range(k_cache.size(0)):  # nothing else changed
+                    for r_ in range(page):
+                        if (p_, r_) not in written:
+                            self.assertTrue(torch.equal(k_cache[p_, r_], before[p_, r_]))
+
     def test_kvcache_refuses_what_flashgen_does_not_do(self):
         q, kc = self.randn(1, 1, 2, 32), self.randn(1, 16, 1, 32)
         cases = [

@@ -93,6 +93,7 @@ _STRUCTS = {
     "flashgen_backward_args": _capi.BackwardArgs,
     "flashgen_runtime_options": _capi.RuntimeOptions,
     "flashgen_tune_shape": _capi.TuneShape,
+    "flashgen_kv_append_args": _capi.KvAppendArgs,
 }
 
 

@@ -3,8 +3,9 @@
 // append"). Runs before the decode or prefill forward over the cache on the same stream; the
 // positions come from cache_seqlens on the device, so a captured graph replays with new
 // lengths. Work items are 8-column chunks of rows in the order: the new keys, the new
-// values, then the queries (batch, position, head), kBlockM rows per CTA; a thread owns a
-// chunk (and, rotating in GPT-NeoX halves, its partner chunk), so q may be rotated in place.
+// values, then the queries (batch, position, head; kVarlen: packed row, head), kBlockM rows
+// per CTA; a thread owns a chunk (and, rotating in GPT-NeoX halves, its partner chunk), so q
+// may be rotated in place.
 #pragma once
 
 #include "attention/rotary.cuh"
@@ -23,8 +24,9 @@ struct KvAppendKernel {
   static constexpr int kSharedBytes = 0;
 
   static __device__ __forceinline__ void run(const FlashAttentionParams& p) {
-    const i64 kv_rows = static_cast<i64>(p.batch) * p.seqlen_new * p.heads_kv;
-    const i64 q_rows = p.q == nullptr ? 0 : static_cast<i64>(p.batch) * p.seqlen_q * p.heads_q;
+    const i64 sequences = Cfg::kVarlen ? 1 : p.batch;  // packed: seqlen_new and seqlen_q count every row
+    const i64 kv_rows = sequences * p.seqlen_new * p.heads_kv;
+    const i64 q_rows = p.q == nullptr ? 0 : sequences * p.seqlen_q * p.heads_q;
     for (int item = threadIdx.x; item < Cfg::kBlockM * kChunks; item += Cfg::kThreads) {
       const i64 row = static_cast<i64>(blockIdx.x) * Cfg::kBlockM + item / kChunks;
       const int c = item % kChunks;
@@ -36,16 +38,33 @@ struct KvAppendKernel {
   }
 
  private:
-  // Row r = (b, i, h) of a (batch, seqlen, heads) tensor.
+  // Work row r of a tensor of `heads` heads: sequence b, its new row i, head h, and `row`, the
+  // tensor's row (i; kVarlen: the packed row). b < 0: a packed row outside every sequence.
   struct RowIndex {
-    int b, i, h;
+    int b, i, h, row;
   };
-  static __device__ __forceinline__ RowIndex row_index(i64 r, int seqlen, int heads) {
-    const i64 t = r / heads;
-    return {static_cast<int>(t / seqlen), static_cast<int>(t % seqlen), static_cast<int>(r % heads)};
+  static __device__ __forceinline__ RowIndex row_index(const FlashAttentionParams& p, i64 r, int seqlen, int heads) {
+    const int t = static_cast<int>(r / heads), h = static_cast<int>(r % heads);
+    if constexpr (Cfg::kVarlen) {
+      const int b = sequence_of(p, t);
+      return {b, b < 0 ? 0 : t - p.cu_seqlens_k[b], h, t};
+    } else {
+      return {t / seqlen, t % seqlen, h, t % seqlen};
+    }
+  }
+  // The sequence whose packed rows hold row t: the last b with cu_seqlens_k[b] <= t, if t is
+  // before its end; -1 otherwise.
+  static __device__ __forceinline__ int sequence_of(const FlashAttentionParams& p, int t) {
+    int lo = 0, hi = p.batch;  // cu_seqlens_k has batch + 1 entries
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (p.cu_seqlens_k[mid] <= t) lo = mid;
+      else hi = mid - 1;
+    }
+    return lo < p.batch && p.cu_seqlens_k[lo] <= t && t < p.cu_seqlens_k[lo + 1] ? lo : -1;
   }
   static __device__ __forceinline__ const u16* at(const void* base, const FlashStrides& s, RowIndex x) {
-    return static_cast<const u16*>(base) + x.b * s.batch + x.i * s.row + x.h * s.head;
+    return static_cast<const u16*>(base) + x.b * s.batch + static_cast<i64>(x.row) * s.row + x.h * s.head;
   }
 
   // Where position `pos` of sequence b, KV head h, lives in a cache; null where it must not
@@ -92,7 +111,8 @@ struct KvAppendKernel {
   }
 
   static __device__ __forceinline__ void append(const FlashAttentionParams& p, bool is_v, i64 r, int c) {
-    const RowIndex x = row_index(r, p.seqlen_new, p.heads_kv);
+    const RowIndex x = row_index(p, r, p.seqlen_new, p.heads_kv);
+    if (x.b < 0) return;
     const int pos = p.cache_seqlens[x.b] + x.i;
     u16* dst = cache_row(p, is_v, x.b, x.h, pos);
     if (dst == nullptr) return;
@@ -101,7 +121,8 @@ struct KvAppendKernel {
   }
 
   static __device__ __forceinline__ void rotate_query(const FlashAttentionParams& p, i64 r, int c) {
-    const RowIndex x = row_index(r, p.seqlen_q, p.heads_q);
+    const RowIndex x = row_index(p, r, p.seqlen_q, p.heads_q);
+    if (x.b < 0) return;
     const int pos = p.cache_seqlens[x.b] + (p.rotary_q_consecutive ? x.i : 0);
     u16* dst = const_cast<u16*>(at(p.o, p.o_stride, x));
     put(p, dst, at(p.q, p.q_stride, x), pos, c, true);

@@ -107,7 +107,9 @@ struct FlashAttentionParams {
   // else (j, j + rotary_dim / 2); and q (batch, seqlen_q, heads_q, head_dim), when not null, is
   // rotated into o (which may be q itself) at positions cache_seqlens[b] + i
   // (rotary_q_consecutive) or cache_seqlens[b]; a query position outside [0, rotary_rows)
-  // gives NaN. (Appended, as the fields above.)
+  // gives NaN. kVarlen: the new rows are packed, total_k of them, sequence b's being rows
+  // [cu_seqlens_k[b], cu_seqlens_k[b + 1]) of k_new, v_new and q (whose strides' batch members
+  // are 0); rows outside every sequence are not written. (Appended, as the fields above.)
   const void* k_new;
   const void* v_new;
   FlashStrides k_new_stride, v_new_stride;

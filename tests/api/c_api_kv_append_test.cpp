@@ -36,7 +36,7 @@ flashgen_kv_append_args to_c(const KvAppendArgs& a) {
   out.rotary_cos = to_c(a.rotary.cos), out.rotary_sin = to_c(a.rotary.sin);
   out.rotary_interleaved = a.rotary.interleaved;
   out.q_at_consecutive_positions = a.q_at_consecutive_positions;
-  out.q = to_c(a.q), out.q_rotated = to_c(a.q_rotated);
+  out.q = to_c(a.q), out.q_rotated = to_c(a.q_rotated), out.cu_seqlens = to_c(a.cu_seqlens);
   return out;
 }
 

@@ -21,7 +21,12 @@ struct KvAppendCase {
   bool q_in_place;
   bool consecutive;   // q rows at consecutive positions
   bool out_of_range;  // some positions past the cache and (paged) a page entry outside it: not written
+  // Packed new rows (KvAppendArgs::cu_seqlens): sequence b has packed_length(seqlen_new, b) of
+  // them (one sequence none), two spare rows after the last; q packed the same way.
+  bool packed = false;
 };
+
+inline int packed_length(int bound, int b) { return b == 1 ? 0 : bound - (bound * b) / 5; }
 
 inline std::vector<KvAppendCase> kv_append_cases() {
   return {
@@ -31,6 +36,9 @@ inline std::vector<KvAppendCase> kv_append_cases() {
       {59, DType::f16, 2, 4, 2, 50, 0, 48, false, 4, 1, true, false, true},
       {256, DType::bf16, 2, 2, 1, 300, 256, 256, true, 2, 2, false, true, false},
       {80, DType::f16, 4, 7, 1, 33, 7, 16, false, 3, 7, false, true, true},
+      {64, DType::bf16, 4, 9, 2, 48, 16, 32, false, 4, 0, false, true, true, true},
+      {72, DType::f16, 3, 20, 1, 64, 0, 16, true, 2, 0, true, false, false, true},
+      {128, DType::bf16, 5, 6, 2, 30, 0, 0, false, 0, 0, false, false, false, true},
   };
 }
 
@@ -48,7 +56,7 @@ inline std::string name_of(const KvAppendCase& c) {
          (c.page_size ? "_page" + std::to_string(c.page_size) : "") +
          (c.rotary_dim ? "_rot" + std::to_string(c.rotary_dim) + (c.interleaved ? "i" : "h") : "") +
          (c.heads_q ? std::string("_q") + (c.q_in_place ? "inplace" : "") + (c.consecutive ? "" : "_same") : "") +
-         (c.out_of_range ? "_outside" : "");
+         (c.out_of_range ? "_outside" : "") + (c.packed ? "_packed" : "");
 }
 
 }  // namespace flashgen::test

@@ -27,8 +27,19 @@ namespace flashgen::test {
 // rows that only the appended positions may change.
 struct KvAppendBuffers {
   std::vector<std::uint16_t> k, v, k_cache, v_cache, q, q_rotated, cos, sin;
-  std::vector<std::int32_t> cache_seqlens, block_table;
+  std::vector<std::int32_t> cache_seqlens, block_table, cu;  // cu: packed cases' offsets
   int num_pages = 0, pages_per_seq = 0;
+  int rows = 0;  // rows of k, v and q: packed, the sequences' plus two spare ones
+
+  // New rows of sequence s, and where its row i is in k, v and q.
+  int length(const KvAppendCase& c, int s) const { return c.packed ? cu[s + 1] - cu[s] : c.seqlen_new; }
+  std::size_t row(const KvAppendCase& c, int s, int i) const {
+    return c.packed ? std::size_t(cu[s]) + i : std::size_t(s) * c.seqlen_new + i;
+  }
+  int q_length(const KvAppendCase& c, int s) const { return c.packed ? length(c, s) : c.seqlen_q; }
+  std::size_t q_row(const KvAppendCase& c, int s, int i) const {
+    return c.packed ? row(c, s, i) : std::size_t(s) * c.seqlen_q + i;
+  }
 };
 
 inline std::uint16_t bits_of(DType t, float x) {
@@ -47,9 +58,12 @@ inline KvAppendBuffers kv_append_inputs(const KvAppendCase& c, std::mt19937& rng
     for (auto& e : x) e = bits_of(c.dtype, normal(rng));
     return x;
   };
-  const std::size_t d = c.head_dim, rows_new = std::size_t(c.batch) * c.seqlen_new * c.heads_kv;
-  b.k = random_rows(rows_new * d);
-  b.v = random_rows(rows_new * d);
+  b.cu = {0};
+  for (int s = 0; c.packed && s < c.batch; ++s) b.cu.push_back(b.cu.back() + packed_length(c.seqlen_new, s));
+  b.rows = c.packed ? b.cu.back() + 2 : c.batch * c.seqlen_new;
+  const std::size_t d = c.head_dim;
+  b.k = random_rows(std::size_t(b.rows) * c.heads_kv * d);
+  b.v = random_rows(b.k.size());
   std::size_t cache_rows = std::size_t(c.batch) * cap * c.heads_kv;
   if (c.page_size) {
     b.pages_per_seq = cap / c.page_size;
@@ -63,13 +77,14 @@ inline KvAppendBuffers kv_append_inputs(const KvAppendCase& c, std::mt19937& rng
   b.k_cache = random_rows(cache_rows * d);
   b.v_cache = random_rows(cache_rows * d);
   for (int s = 0; s < c.batch; ++s)
-    b.cache_seqlens.push_back(std::uniform_int_distribution<int>(0, cap - c.seqlen_new)(rng));
+    b.cache_seqlens.push_back(std::uniform_int_distribution<int>(0, cap - b.length(c, s))(rng));
   if (c.out_of_range) {
-    b.cache_seqlens[0] = cap - c.seqlen_new + 1;  // its last new row falls off the cache
-    if (c.page_size && c.batch > 1) {
-      // Sequence 1's first new row lands on a page entry outside the cache.
-      b.block_table[b.pages_per_seq + b.cache_seqlens[1] / c.page_size] = b.num_pages;
-    }
+    b.cache_seqlens[0] = cap - b.length(c, 0) + 1;  // its last new row falls off the cache
+    // The first new row of the next sequence with rows lands on a page entry outside the cache.
+    int victim = 1;
+    while (victim < c.batch && b.length(c, victim) == 0) ++victim;
+    if (c.page_size && victim < c.batch)
+      b.block_table[victim * b.pages_per_seq + b.cache_seqlens[victim] / c.page_size] = b.num_pages;
   }
   if (c.rotary_dim) {
     // Angles of a real RoPE table: position t, frequency 10000^(-2j / rotary_dim).
@@ -81,7 +96,7 @@ inline KvAppendBuffers kv_append_inputs(const KvAppendCase& c, std::mt19937& rng
       }
   }
   if (c.heads_q) {
-    b.q = random_rows(std::size_t(c.batch) * c.seqlen_q * c.heads_q * d);
+    b.q = random_rows(std::size_t(c.packed ? b.rows : c.batch * c.seqlen_q) * c.heads_q * d);
     b.q_rotated.assign(b.q.size(), 0xffff);  // poisoned: NaN
   }
   return b;
@@ -96,14 +111,23 @@ inline KvAppendArgs kv_append_args(const KvAppendCase& c, KvAppendBuffers& b, co
   const auto rows = [&](std::vector<std::uint16_t>& x, std::int64_t n0, std::int64_t n1, std::int64_t heads) {
     return Tensor::contiguous(place(x.data(), x.size() * 2), c.dtype, {n0, n1, heads, c.head_dim}, device);
   };
+  // The new rows (and q): (batch, seqlen, heads, head_dim), or packed (rows, heads, head_dim).
+  const auto new_rows = [&](std::vector<std::uint16_t>& x, std::int64_t seqlen, std::int64_t heads) {
+    if (!c.packed) return rows(x, c.batch, seqlen, heads);
+    Tensor t = Tensor::contiguous(place(x.data(), x.size() * 2), c.dtype, {b.rows, heads, c.head_dim, 1}, device);
+    t.rank = 3;
+    t.stride = {heads * c.head_dim, c.head_dim, 1, 0};
+    return t;
+  };
   const auto ints = [&](std::vector<std::int32_t>& x, std::int64_t n0, std::int64_t n1) {
     Tensor t = Tensor::contiguous(place(x.data(), x.size() * 4), DType::i32, {n0, n1 ? n1 : 1, 1, 1}, device);
     t.rank = n1 ? 2 : 1;
     return t;
   };
   KvAppendArgs a;
-  a.k = rows(b.k, c.batch, c.seqlen_new, c.heads_kv);
-  a.v = rows(b.v, c.batch, c.seqlen_new, c.heads_kv);
+  a.k = new_rows(b.k, c.seqlen_new, c.heads_kv);
+  a.v = new_rows(b.v, c.seqlen_new, c.heads_kv);
+  if (c.packed) a.cu_seqlens = ints(b.cu, c.batch + 1, 0);
   const std::int64_t outer = c.page_size ? b.num_pages : c.batch, inner = c.page_size ? c.page_size : cap;
   a.k_cache = rows(b.k_cache, outer, inner, c.heads_kv);
   a.v_cache = rows(b.v_cache, outer, inner, c.heads_kv);
@@ -118,8 +142,8 @@ inline KvAppendArgs kv_append_args(const KvAppendCase& c, KvAppendBuffers& b, co
     a.rotary.interleaved = c.interleaved;
   }
   if (c.heads_q) {
-    a.q = rows(b.q, c.batch, c.seqlen_q, c.heads_q);
-    a.q_rotated = c.q_in_place ? a.q : rows(b.q_rotated, c.batch, c.seqlen_q, c.heads_q);
+    a.q = new_rows(b.q, c.seqlen_q, c.heads_q);
+    a.q_rotated = c.q_in_place ? a.q : new_rows(b.q_rotated, c.seqlen_q, c.heads_q);
     a.q_at_consecutive_positions = c.consecutive;
   }
   return a;
@@ -161,7 +185,7 @@ inline KvAppendExpected kv_append_expected(const KvAppendCase& c, const KvAppend
     }
   };
   for (int s = 0; s < c.batch; ++s)
-    for (int i = 0; i < c.seqlen_new; ++i) {
+    for (int i = 0; i < b.length(c, s); ++i) {
       const int pos = b.cache_seqlens[s] + i;
       if (pos >= cap) continue;  // not written
       std::size_t outer = s, row = pos;
@@ -173,7 +197,7 @@ inline KvAppendExpected kv_append_expected(const KvAppendCase& c, const KvAppend
       const std::size_t rows_per_outer = c.page_size ? c.page_size : cap;
       for (int h = 0; h < c.heads_kv; ++h) {
         const std::size_t dst = ((outer * rows_per_outer + row) * c.heads_kv + h) * d;
-        const std::size_t src = ((std::size_t(s) * c.seqlen_new + i) * c.heads_kv + h) * d;
+        const std::size_t src = (b.row(c, s, i) * c.heads_kv + h) * d;
         std::vector<double> x(d), tol(d, 0.0);
         for (std::size_t col = 0; col < d; ++col) x[col] = value_of(c.dtype, b.k[src + col]);
         if (c.rotary_dim) rotate(x, tol, pos);
@@ -185,13 +209,15 @@ inline KvAppendExpected kv_append_expected(const KvAppendCase& c, const KvAppend
       }
     }
   if (c.heads_q) {
-    e.q_rotated = values(b.q);
+    // Rows no sequence owns keep what the output held (q itself when rotated in place).
+    e.q_rotated = values(c.q_in_place ? b.q : b.q_rotated);
     e.q_tol.assign(e.q_rotated.size(), 0.0);
+    const std::vector<double> q = values(b.q);
     for (int s = 0; s < c.batch; ++s)
-      for (int i = 0; i < c.seqlen_q; ++i)
+      for (int i = 0; i < b.q_length(c, s); ++i)
         for (int h = 0; h < c.heads_q; ++h) {
-          const std::size_t at = ((std::size_t(s) * c.seqlen_q + i) * c.heads_q + h) * d;
-          std::vector<double> x(e.q_rotated.begin() + at, e.q_rotated.begin() + at + d), tol(d, 0.0);
+          const std::size_t at = (b.q_row(c, s, i) * c.heads_q + h) * d;
+          std::vector<double> x(q.begin() + at, q.begin() + at + d), tol(d, 0.0);
           rotate(x, tol, b.cache_seqlens[s] + (c.consecutive ? i : 0));
           std::copy(x.begin(), x.end(), e.q_rotated.begin() + at);
           std::copy(tol.begin(), tol.end(), e.q_tol.begin() + at);

@@ -77,7 +77,7 @@ int main(int argc, char** argv) {
       if (seen.insert(l.spec.uri()).second) specs.push_back(l.spec);
   }
   for (const test::KvAppendCase& c : test::kv_append_cases()) {
-    const KernelSpec s = select_kv_append_kernel(c.head_dim, c.dtype, c.page_size > 0, Arch::sm_80);
+    const KernelSpec s = select_kv_append_kernel(c.head_dim, c.dtype, c.page_size > 0, c.packed, Arch::sm_80);
     if (seen.insert(s.uri()).second) specs.push_back(s);
   }
   std::vector<std::set<std::string>> includes(shards);

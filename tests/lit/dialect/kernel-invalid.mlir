@@ -39,7 +39,7 @@ flash.kernel @k fwd for sm_80 {head_dim = 64, dtype = i32, block_m = 128, block_
 
 // -----
 
-// expected-error @+1 {{unknown kernel pass 'bwd', expected fwd, bwd_preprocess, bwd_dkdv, bwd_dq, bwd_dq_convert, fwd_splitkv or fwd_combine}}
+// expected-error @+1 {{unknown kernel pass 'bwd', expected fwd, bwd_preprocess, bwd_dkdv, bwd_dq, bwd_dq_convert, fwd_splitkv, fwd_combine or kv_append}}
 flash.kernel @k bwd for sm_80 {head_dim = 64, dtype = f16, block_m = 128, block_n = 64, warps = 4, stages = 2}
 
 // -----
