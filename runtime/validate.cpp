@@ -803,6 +803,8 @@ KvAppendProblem validate_kv_append(const KvAppendArgs& args) {
     constexpr std::int64_t kInt32 = std::numeric_limits<std::int32_t>::max();
     for (const auto& [what, n] : {std::pair{packed ? "k: shape[0] (total)" : "k: shape[1] (seqlen_new)", a.seqlen_new},
                                   {"the cache's capacity", p.seqlen_k},
+                                  {"k's rows (batch x seqlen_new)", packed ? a.seqlen_new : p.batch * a.seqlen_new},
+                                  {"q's rows (batch x seqlen_q)", packed ? p.seqlen_q : p.batch * p.seqlen_q},
                                   {"k_cache: shape[0] (num_pages)", p.num_pages},
                                   {"rotary.cos: shape[0] (positions)", a.rotary_rows}})
       if (n > kInt32)

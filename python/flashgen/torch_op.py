@@ -42,12 +42,13 @@ def _view(name, t):
     return _capi.tensor(name, t.data_ptr(), code, device, t.shape, strides)
 
 
-def _index_view(name, t, like):
-    """A flashgen_tensor borrowing int32 index tensor `t` (block_table, seqused_k) on `like`'s device."""
+def _index_view(name, t, like, like_name="q"):
+    """A flashgen_tensor borrowing int32 index tensor `t` (block_table, seqused_k) on the device of `like`
+    (the argument `like_name`)."""
     if t.dtype != torch.int32:
         raise TypeError(f"{name}: dtype is {t.dtype}, expected torch.int32")
     if t.device != like.device:
-        raise ValueError(f"{name}: device is {t.device}, expected {like.device} like q")
+        raise ValueError(f"{name}: device is {t.device}, expected {like.device} like {like_name}")
     strides = [s if n > 1 else 1 for n, s in zip(t.shape, t.stride())]  # size-1 dims: any stride is fine
     device = _capi.CPU if t.device.type == "cpu" else t.device.index
     return _capi.tensor(name, t.data_ptr(), _capi.DType.I32, device, t.shape, strides)
@@ -57,14 +58,15 @@ def _index_view(name, t, like):
 _INDEX_TENSORS = ("block_table", "seqused_k", "cu_seqlens_q", "cu_seqlens_k", "cache_seqlens", "cu_seqlens")
 
 
-def _views(like, names=None):
-    """The view function _capi's argument builders take: index tensors as int32 views on `like`'s
-    device, the others through _view, named in messages as `names` (flashgen's name -> the caller's) says."""
+def _views(like, names=None, like_name="q"):
+    """The view function _capi's argument builders take: index tensors as int32 views on the device of
+    `like` (the argument `like_name`), the others through _view, named in messages as `names` (flashgen's
+    name -> the caller's) says."""
     names = names or {}
 
     def view(name, t):
         if name in _INDEX_TENSORS:
-            return _index_view(name, t, like)
+            return _index_view(name, t, like, like_name)
         return _view(names.get(name, name), t)
 
     return view
@@ -443,7 +445,7 @@ def kv_append(k, v, k_cache, v_cache, cache_seqlens, block_table=None, rotary_co
         q = _readable(q)
         _check_dtypes(k=k, q=q)
         q_rotated = torch.empty_like(q, memory_format=torch.contiguous_format)
-    args = _capi.kv_append_args(_views(k), k=k, v=v, k_cache=k_cache, v_cache=v_cache, cache_seqlens=cache_seqlens,
+    args = _capi.kv_append_args(_views(k, like_name="k"), k=k, v=v, k_cache=k_cache, v_cache=v_cache, cache_seqlens=cache_seqlens,
                                 block_table=block_table, rotary_cos=tables.get("rotary_cos"),
                                 rotary_sin=tables.get("rotary_sin"), rotary_interleaved=rotary_interleaved, q=q,
                                 q_rotated=q_rotated, q_at_consecutive_positions=q_at_consecutive_positions,

@@ -5,8 +5,10 @@
 
 #include <random>
 #include <string>
+#include <utility>
 
 #include "kv_append_reference.h"
+#include "runtime/validate.h"
 
 namespace flashgen::test {
 namespace {
@@ -124,6 +126,34 @@ TEST(KvAppendCpu, BadArgumentsNameTheArgument) {
     Call call;
     call.args.q.dtype = call.args.q_rotated.dtype = DType::f16;
     EXPECT_THAT(error_of(call.args), HasSubstr("q: is fp16 on cpu, expected bf16 on cpu like k"));
+  }
+}
+
+// The GPU's limits are checked before any device work (validation reads no device memory).
+TEST(KvAppendCpu, GpuLimitsNameTheArgument) {
+  const auto on_device = [](KvAppendArgs a) {
+    for (Tensor* t : {&a.k, &a.v, &a.k_cache, &a.v_cache, &a.block_table, &a.cache_seqlens, &a.rotary.cos,
+                      &a.rotary.sin, &a.q, &a.q_rotated})
+      t->device = 0;
+    return a;
+  };
+  const auto status_and_message = [](const KvAppendArgs& a) {
+    try {
+      validate_kv_append(a);
+    } catch (const Error& e) {
+      return std::pair{e.status(), std::string(e.what())};
+    }
+    return std::pair{Status::ok, std::string("no error")};
+  };
+  {
+    Call call;
+    KvAppendArgs a = on_device(call.args);
+    EXPECT_EQ(status_and_message(a).first, Status::ok) << status_and_message(a).second;
+    a.k.data = static_cast<char*>(a.k.data) + 2;  // rows no longer on 16-byte boundaries
+    const auto [status, message] = status_and_message(a);
+    EXPECT_EQ(status, Status::unsupported);
+    EXPECT_THAT(message, HasSubstr("k: data pointer")) << message;
+    EXPECT_THAT(message, HasSubstr("16-byte alignment on cuda:0")) << message;
   }
 }
 
