@@ -124,8 +124,9 @@ void gpu_backward(KernelCache& cache, const BackwardArgs& args, const Problem& p
   });
 }
 
-void gpu_kv_append(KernelCache& cache, const KvAppendArgs& args, const KvAppendProblem& problem, CUstream stream) {
-  KernelLaunch l = plan_kv_append(args, problem, device_arch(problem.cache.device));
+void gpu_kv_append(KernelCache& cache, const KvAppendArgs& args, const KvAppendProblem& problem, Arch arch,
+                   CUstream stream) {
+  KernelLaunch l = plan_kv_append(args, problem, arch);
   launch(cache, l, stream);
 }
 

@@ -38,7 +38,8 @@ void gpu_forward(KernelCache& cache, const ForwardArgs& args, const Problem& p, 
 void gpu_backward(KernelCache& cache, const BackwardArgs& args, const Problem& p, CUstream stream,
                   const std::vector<KernelSpec>& specs);
 
-// The KV append's one launch (plan_kv_append).
-void gpu_kv_append(KernelCache& cache, const KvAppendArgs& args, const KvAppendProblem& problem, CUstream stream);
+// The KV append's one launch (plan_kv_append) for the device's arch.
+void gpu_kv_append(KernelCache& cache, const KvAppendArgs& args, const KvAppendProblem& problem, Arch arch,
+                   CUstream stream);
 
 }  // namespace flashgen

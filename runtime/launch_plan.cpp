@@ -302,8 +302,7 @@ KernelLaunch plan_kv_append(const KvAppendArgs& args, const KvAppendProblem& a, 
     f.heads_q = static_cast<int>(p.heads_q);
     f.rotary_q_consecutive = args.q_at_consecutive_positions;
   }
-  const std::int64_t sequences = a.packed ? 1 : p.batch;  // packed: seqlen_new and seqlen_q count every row
-  const std::int64_t rows = sequences * (2 * a.seqlen_new * p.heads_kv + (a.rotate_q ? p.seqlen_q * p.heads_q : 0));
+  const std::int64_t rows = 2 * a.new_rows() * p.heads_kv + (a.rotate_q ? a.query_rows() * p.heads_q : 0);
   return {spec, {blocks(rows, spec.block_m), 1, 1}, f};
 }
 

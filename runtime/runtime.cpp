@@ -141,7 +141,8 @@ void Runtime::append_kv(const KvAppendArgs& args, void* stream) {
   const KvAppendProblem a = validate_kv_append(args);
   if (a.cache.device == kCpu) return cpu::kv_append(args, a, impl_->options.cpu_threads);
   ensure_context(a.cache.device);
-  gpu_kv_append(impl_->kernels(), args, a, static_cast<CUstream>(stream));
+  // The arch of the device's profile (queried once per device), not the driver per call.
+  gpu_kv_append(impl_->kernels(), args, a, impl_->profile(a.cache.device).arch, static_cast<CUstream>(stream));
 }
 
 void Runtime::prepare(const ForwardArgs& args, Passes passes) {

@@ -401,7 +401,25 @@ std::string q_dimension(const Problem& p, std::string_view name) {
   return fmt::format("varlen.cu_seqlens_q: shape[0] - 1 ({})", name);
 }
 
-void check_gpu_alignment(const std::vector<Arg>& args, const Problem& p);
+// 16-byte aligned rows (head_dim % 8 == 0: row strides a multiple of 8) for the kernels' vector
+// loads; other tensors aligned to their element.
+void check_gpu_alignment(const std::vector<Arg>& args, const Problem& p) {
+  const std::string dev = device_name(p.device);
+  for (const Arg& a : args) {
+    const bool rows = a.kind == Kind::rows;
+    const std::size_t align = rows ? kGpuAlignmentBytes : size_of(a.t.dtype);
+    if (address(a.t.data) % align != 0)
+      fail(Status::unsupported, "{}: data pointer {} is not {}-byte aligned, expected {}-byte alignment on {}{}", a.name,
+           fmt::ptr(a.t.data), align, align, dev, rows ? " (the kernels use 16-byte vector loads)" : "");
+    if (!rows || p.head_dim % 8 != 0) continue;
+    for (int i = 0; i + 1 < a.rank; ++i)
+      if (a.t.stride[i] % 8 != 0)
+        fail(Status::unsupported,
+             "{}: stride[{}] ({}) is {} elements, expected a multiple of 8 on {} when head_dim % 8 == 0 "
+             "(rows must start on 16-byte boundaries for the kernels' vector loads)",
+             a.name, i, a.dims[i], a.t.stride[i], dev);
+  }
+}
 
 // The generated kernels: fp16/bf16, head_dim 1..256 (tiles of at least 32 columns), 16-byte vector loads of q/k/v/o rows.
 void check_gpu_limits(const std::vector<Arg>& args, const Problem& p) {
@@ -428,24 +446,6 @@ void check_gpu_limits(const std::vector<Arg>& args, const Problem& p) {
                                 {"q: shape[0] (total_q)", p.total_q}, {"k: shape[0] (total_k)", p.total_k}})
     if (n > kInt32) fail(Status::unsupported, "{} is {} on {}, expected at most 2^31 - 1 for the GPU kernels", what, n, dev);
   check_gpu_alignment(args, p);
-}
-
-void check_gpu_alignment(const std::vector<Arg>& args, const Problem& p) {
-  const std::string dev = device_name(p.device);
-  for (const Arg& a : args) {
-    const bool rows = a.kind == Kind::rows;
-    const std::size_t align = rows ? kGpuAlignmentBytes : size_of(a.t.dtype);
-    if (address(a.t.data) % align != 0)
-      fail(Status::unsupported, "{}: data pointer {} is not {}-byte aligned, expected {}-byte alignment on {}{}", a.name,
-           fmt::ptr(a.t.data), align, align, dev, rows ? " (the kernels use 16-byte vector loads)" : "");
-    if (!rows || p.head_dim % 8 != 0) continue;
-    for (int i = 0; i + 1 < a.rank; ++i)
-      if (a.t.stride[i] % 8 != 0)
-        fail(Status::unsupported,
-             "{}: stride[{}] ({}) is {} elements, expected a multiple of 8 on {} when head_dim % 8 == 0 "
-             "(rows must start on 16-byte boundaries for the kernels' vector loads)",
-             a.name, i, a.dims[i], a.t.stride[i], dev);
-  }
 }
 
 void check_cpu_alignment(const std::vector<Arg>& args) {
@@ -803,8 +803,8 @@ KvAppendProblem validate_kv_append(const KvAppendArgs& args) {
     constexpr std::int64_t kInt32 = std::numeric_limits<std::int32_t>::max();
     for (const auto& [what, n] : {std::pair{packed ? "k: shape[0] (total)" : "k: shape[1] (seqlen_new)", a.seqlen_new},
                                   {"the cache's capacity", p.seqlen_k},
-                                  {"k's rows (batch x seqlen_new)", packed ? a.seqlen_new : p.batch * a.seqlen_new},
-                                  {"q's rows (batch x seqlen_q)", packed ? p.seqlen_q : p.batch * p.seqlen_q},
+                                  {"k's rows (batch x seqlen_new)", a.new_rows()},
+                                  {"q's rows (batch x seqlen_q)", a.query_rows()},
                                   {"k_cache: shape[0] (num_pages)", p.num_pages},
                                   {"rotary.cos: shape[0] (positions)", a.rotary_rows}})
       if (n > kInt32)

@@ -53,6 +53,9 @@ struct KvAppendProblem {
   std::int64_t rotary_rows = 0;  // positions the cos/sin tables hold
   bool rotate_q = false;
   bool q_in_place = false;  // q_rotated is q
+  // Rows of k (and of v) and of q: packed, seqlen_new and seqlen_q already count every row.
+  std::int64_t new_rows() const { return packed ? seqlen_new : cache.batch * seqlen_new; }
+  std::int64_t query_rows() const { return packed ? cache.seqlen_q : cache.batch * cache.seqlen_q; }
 };
 KvAppendProblem validate_kv_append(const KvAppendArgs& args);
 

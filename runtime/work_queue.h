@@ -32,8 +32,6 @@ class WorkQueue {
   WorkQueue(const WorkQueue&) = delete;
   WorkQueue& operator=(const WorkQueue&) = delete;
 
-  std::size_t threads() const { return workers_.size(); }
-
   // Queues f(); its result or exception arrives through the future.
   template <class F>
   auto submit(F f) -> std::future<std::invoke_result_t<F&>> {

@@ -210,29 +210,31 @@ def flash_attn_with_kvcache(
     else:
         raise ValueError("cache_seqlens: is a " + type(cache_seqlens).__name__ + ", expected None, an int or an "
                          "int32 tensor (batch,)")
-    if k is not None:
-        if k.dim() != 4 or k.shape != v.shape or k.shape[0] != batch or k.shape[2:] != k_cache.shape[2:]:
-            raise ValueError(f"k, v: shapes are {tuple(k.shape)} and {tuple(v.shape)}, expected ({batch}, seqlen_new, "
-                             f"{k_cache.size(2)}, {k_cache.size(3)}) like the caches")
+    dense_views = not paged and not per_sequence  # the dense cache with one length: views of it
+    # Where each sequence's new rows go (and, with per-sequence lengths or pages, its length), on q's device.
+    start = None
+    if k is not None or not dense_views:
+        start = cache_seqlens if per_sequence else torch.full((batch,), length, dtype=torch.int32, device=q.device)
     # The new rows go in by the append kernel (the keys, and q, rotated when rotary_cos is given:
     # q at positions cache_seqlens + i under a causal or local mask, all at cache_seqlens otherwise,
     # as flash_attn does). Positions are read on the device; rows past the cache are not written.
     if k is not None:
-        start = (cache_seqlens if per_sequence else torch.full((batch,), length, dtype=torch.int32, device=q.device))
+        if k.dim() != 4 or k.shape != v.shape or k.shape[0] != batch or k.shape[2:] != k_cache.shape[2:]:
+            raise ValueError(f"k, v: shapes are {tuple(k.shape)} and {tuple(v.shape)}, expected ({batch}, seqlen_new, "
+                             f"{k_cache.size(2)}, {k_cache.size(3)}) like the caches")
         rotated = kv_append(k, v, k_cache, v_cache, start, block_table=block_table, rotary_cos=rotary_cos,
                             rotary_sin=rotary_sin, rotary_interleaved=rotary_interleaved,
                             q=q if rotary_cos is not None else None,
                             q_at_consecutive_positions=causal or tuple(window_size) != (-1, -1))
         if rotated is not None:
             q = rotated
-    if not paged and not per_sequence:  # the dense cache with one length: views of it
+    if dense_views:
         end = length + new
         if end == 0:
             raise ValueError("cache_seqlens: 0 with nothing appended, expected at least one key to attend to")
         return attention(q, k_cache[:, :end], v_cache[:, :end], softmax_scale=softmax_scale, causal=causal,
                          window_size=window_size, softcap=softcap, return_lse=return_softmax_lse)
     # Per-sequence lengths or a paged cache: the kernels read the lengths (and the pages) on the device.
-    start = cache_seqlens if per_sequence else torch.full((batch,), length, dtype=torch.int32, device=q.device)
     seqused = (start + new).to(torch.int32) if (per_sequence or new or length != capacity) else None
     o, lse = kv_cache_forward(q, k_cache, v_cache, block_table=block_table, seqused_k=seqused,
                               softmax_scale=softmax_scale, causal=causal, window_size=window_size, softcap=softcap)

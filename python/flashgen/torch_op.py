@@ -433,10 +433,7 @@ def kv_append(k, v, k_cache, v_cache, cache_seqlens, block_table=None, rotary_co
     (a prefill's prompts in one call). On CUDA tensors the positions are read on the GPU: no
     synchronisation, CUDA-graph safe; rows whose position falls outside the cache are not written.
     """
-    k, v = _readable(k), _readable(v)
-    for name, t in (("k_cache", k_cache), ("v_cache", v_cache)):
-        if t.dim() and t.size(-1) > 1 and t.stride(-1) != 1:
-            raise ValueError(f"{name}: last dimension has stride {t.stride(-1)}, expected 1 (it is written in place)")
+    k, v = _readable(k), _readable(v)  # the caches are written in place: the library checks their layout
     tables = {"rotary_cos": rotary_cos, "rotary_sin": rotary_sin}
     tables = {name: _readable(t) for name, t in tables.items() if t is not None}
     _check_dtypes(k=k, v=v, k_cache=k_cache, v_cache=v_cache, **tables)

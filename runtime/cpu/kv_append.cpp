@@ -5,6 +5,7 @@
 #include <tuple>
 #include <vector>
 
+#include "runtime/cpu/attention_geometry.h"
 #include "runtime/cpu/cpu_attention.h"
 #include "runtime/cpu/dtype_convert.h"
 #include "runtime/cpu/parallel_for.h"
@@ -12,17 +13,11 @@
 namespace flashgen::cpu {
 namespace {
 
-std::int64_t at(const Tensor& t, std::int64_t i0, std::int64_t i1, std::int64_t i2, std::int64_t i3) {
-  return i0 * t.stride[0] + i1 * t.stride[1] + i2 * t.stride[2] + i3 * t.stride[3];
-}
-
-// Element c of head h of new row i of sequence b in k, v or q: dense (batch, seqlen, heads,
-// head_dim) or packed (total, heads, head_dim) from row cu_seqlens[b].
-std::int64_t row_at(const Tensor& t, const KvAppendArgs& args, std::int64_t b, std::int64_t i, std::int64_t h,
-                    std::int64_t c) {
-  if (t.rank == 4) return at(t, b, i, h, c);
-  const std::int64_t row = static_cast<const std::int32_t*>(args.cu_seqlens.data)[b * args.cu_seqlens.stride[0]] + i;
-  return row * t.stride[0] + h * t.stride[1] + c * t.stride[2];
+// Element 0 of head h of a row of k, v or q: row i of sequence b of a dense (batch, seqlen,
+// heads, head_dim) tensor, or packed row `packed_row` of a (total, heads, head_dim) one. The
+// last dimension is contiguous (validated): element c is c further.
+std::int64_t row_start(const Tensor& t, std::int64_t b, std::int64_t i, std::int64_t packed_row, std::int64_t h) {
+  return t.rank == 4 ? element_index(t, b, i, h, 0) : packed_row * t.stride[0] + h * t.stride[1];
 }
 
 std::int32_t index_at(const Tensor& t, std::int64_t i, std::int64_t j = 0) {
@@ -51,8 +46,7 @@ void kv_append(const KvAppendArgs& args, const KvAppendProblem& a, int threads) 
   // Row `task` of k (or q) as (sequence, its new row): dense, of `seqlen` rows each; packed, by
   // the offsets validation checked (false: a row outside every sequence).
   std::vector<std::int64_t> cu;
-  for (std::int64_t b = 0; a.packed && b <= p.batch; ++b)
-    cu.push_back(static_cast<const std::int32_t*>(args.cu_seqlens.data)[b * args.cu_seqlens.stride[0]]);
+  for (std::int64_t b = 0; a.packed && b <= p.batch; ++b) cu.push_back(index_at(args.cu_seqlens, b));
   const auto locate = [&](std::int64_t task, std::int64_t seqlen, std::int64_t& b, std::int64_t& i) {
     if (!a.packed) {
       b = task / seqlen, i = task % seqlen;
@@ -62,9 +56,8 @@ void kv_append(const KvAppendArgs& args, const KvAppendProblem& a, int threads) 
     i = task - (b >= 0 ? cu[b] : 0);
     return b >= 0 && b < p.batch;
   };
-  const std::int64_t sequences = a.packed ? 1 : p.batch;  // packed: seqlen_new and seqlen_q count every row
   // One task per new row: each writes its own cache rows.
-  parallel_for(threads, sequences * a.seqlen_new, [&](std::int64_t task) {
+  parallel_for(threads, a.new_rows(), [&](std::int64_t task) {
     std::int64_t b = 0, i = 0;
     if (!locate(task, a.seqlen_new, b, i)) return;
     const std::int64_t pos = index_at(args.cache_seqlens, b) + i;
@@ -77,25 +70,24 @@ void kv_append(const KvAppendArgs& args, const KvAppendProblem& a, int threads) 
     for (std::int64_t h = 0; h < p.heads_kv; ++h)
       for (const auto& [src, dst, rotated] : {std::tuple{&args.k, &args.k_cache, a.rotary_dim > 0},
                                               std::tuple{&args.v, &args.v_cache, false}}) {
-        for (std::int64_t c = 0; c < d; ++c) x[c] = load_float(src->data, src->dtype, row_at(*src, args, b, i, h, c));
+        const std::int64_t from = row_start(*src, b, i, task, h), to = element_index(*dst, outer, row, h, 0);
+        for (std::int64_t c = 0; c < d; ++c) x[c] = load_float(src->data, src->dtype, from + c);
         if (rotated) rotate(x, args, a.rotary_dim, pos);
-        for (std::int64_t c = 0; c < d; ++c)
-          store_float(dst->data, dst->dtype, at(*dst, outer, row, h, c), static_cast<float>(x[c]));
+        for (std::int64_t c = 0; c < d; ++c) store_float(dst->data, dst->dtype, to + c, static_cast<float>(x[c]));
       }
   });
   if (!a.rotate_q) return;
-  parallel_for(threads, sequences * p.seqlen_q, [&](std::int64_t task) {
+  parallel_for(threads, a.query_rows(), [&](std::int64_t task) {
     std::int64_t b = 0, i = 0;
     if (!locate(task, p.seqlen_q, b, i)) return;
     const std::int64_t pos = index_at(args.cache_seqlens, b) + (args.q_at_consecutive_positions ? i : 0);
     std::vector<double> x(static_cast<std::size_t>(d));
     for (std::int64_t h = 0; h < p.heads_q; ++h) {
-      for (std::int64_t c = 0; c < d; ++c)
-        x[c] = load_float(args.q.data, args.q.dtype, row_at(args.q, args, b, i, h, c));
+      const std::int64_t from = row_start(args.q, b, i, task, h), to = row_start(args.q_rotated, b, i, task, h);
+      for (std::int64_t c = 0; c < d; ++c) x[c] = load_float(args.q.data, args.q.dtype, from + c);
       rotate(x, args, a.rotary_dim, pos);
       for (std::int64_t c = 0; c < d; ++c)
-        store_float(args.q_rotated.data, args.q_rotated.dtype, row_at(args.q_rotated, args, b, i, h, c),
-                    static_cast<float>(x[c]));
+        store_float(args.q_rotated.data, args.q_rotated.dtype, to + c, static_cast<float>(x[c]));
     }
   });
 }

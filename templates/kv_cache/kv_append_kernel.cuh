@@ -9,6 +9,7 @@
 #pragma once
 
 #include "attention/rotary.cuh"
+#include "kv_cache/kv_cache_offsets.cuh"
 #include "params/attention_params.h"
 #include "params/kernel_traits.cuh"
 #include "tile/copy.cuh"
@@ -74,10 +75,9 @@ struct KvAppendKernel {
     u16* cache = static_cast<u16*>(is_v ? p.v_cache : p.k_cache);
     const FlashStrides& s = is_v ? p.v_stride : p.k_stride;
     if constexpr (Cfg::kPaged) {
-      const int slot = pos / p.page_size;
-      const i64 page = p.block_table[b * p.block_table_stride + slot];
-      if (page < 0 || page >= p.num_pages) return nullptr;
-      return cache + page * s.batch + (pos - slot * p.page_size) * s.row + h * s.head;
+      const PagePosition at = page_position(p, b, pos);
+      if (at.page < 0 || at.page >= p.num_pages) return nullptr;
+      return cache + static_cast<i64>(at.page) * s.batch + at.row * s.row + h * s.head;
     } else {
       return cache + b * s.batch + static_cast<i64>(pos) * s.row + h * s.head;
     }

@@ -10,6 +10,17 @@
 
 namespace flash {
 
+// Where position `pos` (>= 0) of sequence b lives in a paged cache: row `row` of the page the
+// block table names. The entry is returned as it is: what one outside [0, num_pages) means is
+// the caller's (a read clamps it, the KV append skips the row).
+struct PagePosition {
+  int page, row;
+};
+__device__ __forceinline__ PagePosition page_position(const FlashAttentionParams& p, int b, int pos) {
+  const unsigned slot = static_cast<unsigned>(pos) / static_cast<unsigned>(p.page_size);
+  return {p.block_table[b * p.block_table_stride + slot], pos - static_cast<int>(slot) * p.page_size};
+}
+
 template <bool kPaged>
 class KvCacheOffsets : public DenseOffsets {
  public:
@@ -28,12 +39,11 @@ class KvCacheOffsets : public DenseOffsets {
     const u16* k = static_cast<const u16*>(p_.k);
     const u16* v = static_cast<const u16*>(p_.v);
     if constexpr (kPaged) {
-      const unsigned slot = static_cast<unsigned>(key) / static_cast<unsigned>(p_.page_size);
-      const int row = key - static_cast<int>(slot) * p_.page_size;
+      const PagePosition at = page_position(p_, b_, key);
       // An entry outside the cache reads its first or last page, never memory it does not own.
-      const i64 page = min(max(p_.block_table[b_ * p_.block_table_stride + slot], 0), p_.num_pages - 1);
-      return {k + page * p_.k_stride.batch + h_kv * p_.k_stride.head + row * p_.k_stride.row,
-              v + page * p_.v_stride.batch + h_kv * p_.v_stride.head + row * p_.v_stride.row};
+      const i64 page = min(max(at.page, 0), p_.num_pages - 1);
+      return {k + page * p_.k_stride.batch + h_kv * p_.k_stride.head + at.row * p_.k_stride.row,
+              v + page * p_.v_stride.batch + h_kv * p_.v_stride.head + at.row * p_.v_stride.row};
     } else {
       return {rows(k, p_.k_stride, h_kv, key), rows(v, p_.v_stride, h_kv, key)};
     }
