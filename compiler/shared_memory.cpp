@@ -35,12 +35,13 @@ int KernelSpec::shared_memory_bytes() const {
       const bool shared_scores = dkdv_mainloop(*this) == DkdvMainloop::sm90_shared_scores;
       const int scores = shared_scores ? 2 * tile_bytes(block_n, block_m) + block_n * block_m * 4
                                        : (deterministic ? 0 : tile_bytes(block_n, block_m));
-      // Warp-specialised: dS^T's second buffer and the fp32 dQ staging tile (unless
-      // deterministic), the mbarriers of K/V and of the ring (full and empty per stage).
+      // Warp-specialised: dS^T's second buffer and the fp32 dQ staging tile, rows padded by
+      // kFlashDqStagingPad floats (unless deterministic), the mbarriers of K/V and of the
+      // ring (full and empty per stage).
+      const int dq_staging = block_m * (padded_head_dim() + kFlashDqStagingPad) * 4;
       const int ws = !warp_specialized()
                          ? 0
-                         : (deterministic ? 0 : tile_bytes(block_n, block_m) + block_m * padded_head_dim() * 4) + 8 +
-                               16 * stages;
+                         : (deterministic ? 0 : tile_bytes(block_n, block_m) + dq_staging) + 8 + 16 * stages;
       return 2 * tile_bytes(block_n, d) + stages * stage + scores + ws;
     }
     case Pass::bwd_dq:  // Q, dO tiles + `stages` x (K tile, V tile)

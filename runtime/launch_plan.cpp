@@ -235,6 +235,7 @@ std::vector<KernelLaunch> plan_backward(const BackwardArgs& args, const Problem&
   f.dv_stride = strides(args.dv);
   const std::size_t accum = dq_accum_bytes(p);
   f.dq_accum = accum ? static_cast<float*>(workspace) : nullptr;
+  f.dq_accum_rows = accum ? accum_rows(p) : 0;
   f.dsum = reinterpret_cast<float*>(static_cast<char*>(workspace) + accum);
 
   const unsigned hq = static_cast<unsigned>(p.heads_q), b = static_cast<unsigned>(p.batch);

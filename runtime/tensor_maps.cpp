@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <string>
 
 #include "flashgen/flashgen.hpp"
 #include "runtime/cuda_driver.h"
@@ -128,22 +129,21 @@ std::array<FlashTensorMap*, 4> targets(const KernelSpec& spec, FlashAttentionPar
   return {&p.tma_q, &p.tma_k, &p.tma_v, &p.tma_o};
 }
 
-void encode(const CudaDriver& d, const KernelSpec& spec, const FlashAttentionParams& p, const TensorView& t,
-            const TensorMapLayout& m, FlashTensorMap& out) {
+// `what` describes the tensor in the error: its name, shape and strides.
+void encode(const CudaDriver& d, const KernelSpec& spec, const std::string& what, const TensorMapLayout& m,
+            FlashTensorMap& out) {
   static constexpr cuuint32_t kElementStrides[4] = {1, 1, 1, 1};
   CUtensorMap map;
   const CUresult r = d.cuTensorMapEncodeTiled(&map, m.dtype, 4, const_cast<void*>(m.address), m.dims.data(),
                                               m.strides.data(), m.box.data(), kElementStrides,
-                                              CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, m.l2_promotion,
+                                              CU_TENSOR_MAP_INTERLEAVE_NONE, m.swizzle, m.l2_promotion,
                                               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) {
     const char* name = nullptr;
     if (d.cuGetErrorName(r, &name) != CUDA_SUCCESS || name == nullptr) name = "CUDA_ERROR_UNKNOWN";
     throw Error(Status::unsupported,
-                fmt::format("{}: cuTensorMapEncodeTiled failed with {} ({}) for {}, box {}x{} (columns x rows) of {}; "
-                            "{}",
-                            t.name, name, static_cast<int>(r), shape_and_strides(t, p.head_dim), m.box[0],
-                            m.box[1], to_string(spec.dtype), needs_tma(spec)));
+                fmt::format("{}: cuTensorMapEncodeTiled failed with {} ({}) for {}, box {}x{} (columns x rows); {}",
+                            m.tensor, name, static_cast<int>(r), what, m.box[0], m.box[1], needs_tma(spec)));
   }
   std::memcpy(&out, &map, sizeof map);
 }
@@ -156,13 +156,40 @@ std::array<TensorMapLayout, 4> tensor_map_layouts(const KernelSpec& spec, const 
           layout(spec, params, v[3])};
 }
 
+bool needs_dq_accum_map(const KernelSpec& spec) {
+  return spec.warp_specialized() && spec.pass == Pass::bwd_dkdv && !spec.deterministic;
+}
+
+TensorMapLayout dq_accum_map_layout(const KernelSpec& spec, const FlashAttentionParams& params) {
+  // The runtime's own workspace: 16-byte aligned (validated), rows of a 32-column multiple.
+  const auto columns = static_cast<cuuint64_t>(spec.padded_head_dim());
+  const auto rows = static_cast<cuuint64_t>(params.dq_accum_rows);
+  const cuuint64_t bytes = columns * rows * sizeof(float);
+  TensorMapLayout m;
+  m.tensor = "dq_accum";
+  m.address = params.dq_accum;
+  m.dtype = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+  m.dims = {columns, rows, 1, 1};
+  m.strides = {columns * sizeof(float), bytes, bytes};
+  m.box = {static_cast<cuuint32_t>(columns + kFlashDqStagingPad), static_cast<cuuint32_t>(spec.block_m), 1, 1};
+  m.swizzle = CU_TENSOR_MAP_SWIZZLE_NONE;
+  return m;
+}
+
 void encode_tensor_maps(const KernelSpec& spec, FlashAttentionParams& params) {
   const std::array<TensorView, 4> v = views(spec, params);
   std::array<TensorMapLayout, 4> m;
   for (int i = 0; i < 4; ++i) m[i] = layout(spec, params, v[i]);  // every tensor checked before the driver is asked
   const CudaDriver& d = cuda_driver();
   const std::array<FlashTensorMap*, 4> out = targets(spec, params);
-  for (int i = 0; i < 4; ++i) encode(d, spec, params, v[i], m[i], *out[i]);
+  for (int i = 0; i < 4; ++i)
+    encode(d, spec, fmt::format("{} of {}", shape_and_strides(v[i], params.head_dim), to_string(spec.dtype)), m[i],
+           *out[i]);
+  if (needs_dq_accum_map(spec)) {
+    const TensorMapLayout a = dq_accum_map_layout(spec, params);
+    encode(d, spec, fmt::format("the fp32 dQ accumulator ({} rows of {} floats)", a.dims[1], a.dims[0]), a,
+           params.tma_dq_accum);
+  }
 }
 
 }  // namespace flashgen

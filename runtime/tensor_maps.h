@@ -25,6 +25,7 @@ struct TensorMapLayout {
   std::array<cuuint64_t, 3> strides{};  // bytes: row, head, batch
   std::array<cuuint32_t, 4> box{};      // 64 columns, rows (block_m for q/dout, block_n for k/v, 64 for o), 1, 1
   CUtensorMapL2promotion l2_promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
+  CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
 };
 
 // The maps of q, k, v, then o (forward) or dout (dK/dV) for `spec`, from the pointers, sizes and strides in
@@ -33,7 +34,16 @@ struct TensorMapLayout {
 // a size outside 1..2^32, a pointer that is not 16-byte aligned.
 std::array<TensorMapLayout, 4> tensor_map_layouts(const KernelSpec& spec, const FlashAttentionParams& params);
 
-// Fills params.tma_q/k/v and tma_o (forward) or tma_do (dK/dV) from params' own pointers, sizes and strides: host work only (no
+// The dQ accumulator's map for the warp-specialised dK/dV kernel that is not deterministic:
+// fp32 (head_dim_padded, params.dq_accum_rows, 1, 1), unswizzled boxes of (head_dim_padded +
+// kFlashDqStagingPad) x block_m (the staging tile's padded rows; the pad is clipped).
+TensorMapLayout dq_accum_map_layout(const KernelSpec& spec, const FlashAttentionParams& params);
+
+// Whether `spec` reduces into the dQ accumulator through params.tma_dq_accum.
+bool needs_dq_accum_map(const KernelSpec& spec);
+
+// Fills params.tma_q/k/v and tma_o (forward) or tma_do (dK/dV), and tma_dq_accum where
+// needs_dq_accum_map, from params' own pointers, sizes and strides: host work only (no
 // device memory, no allocation), once per launch. Throws Error(unsupported) as
 // tensor_map_layouts does, or naming the tensor, its shape and strides and the driver's
 // CUresult when cuTensorMapEncodeTiled rejects a map.

@@ -57,14 +57,6 @@ __device__ __forceinline__ void tma_reduce_add_4d(const void* tensor_map, u32 sr
                : "memory");
 }
 
-// Global fp32 `dst` += shared `src`, `bytes` (a multiple of 16; both 16-byte aligned) of
-// contiguous floats: a non-tensor bulk reduction (dQ accumulation), in this thread's bulk group.
-__device__ __forceinline__ void bulk_reduce_add_f32(float* dst, u32 src, u32 bytes) {
-  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;" ::"l"(dst), "r"(src),
-               "r"(bytes)
-               : "memory");
-}
-
 __device__ __forceinline__ void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
 // Waits until at most kPending bulk groups of this thread are incomplete (their writes done).
 template <int kPending>

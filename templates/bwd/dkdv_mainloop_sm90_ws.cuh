@@ -5,7 +5,10 @@
 // P^T and dS^T in registers as the A operands of dV += P^T.dO and dK += dS^T.Q, and (unless
 // deterministic) dS^T through shared memory (double-buffered by item) into dQ = dS.K, each
 // warpgroup a half of the head dim, staged in fp32 for the dQ writer warp, which adds the
-// tile to the fp32 accumulator with one bulk reduction: no atomics on the consumers.
+// tile to the fp32 accumulator with one TMA reduction (p.tma_dq_accum): no atomics on the
+// consumers.
+// Per item the products go out as dV, dQ, dK (FA3's order): the dQ tile is staged while dK
+// is still in flight.
 #pragma once
 
 #include "arch/fence.cuh"
@@ -59,7 +62,14 @@ struct DkdvMainloopSm90Ws {
     using DS = typename Base::DS;
     static constexpr int kDs1 = Base::kBytes;
     static constexpr int kDqTile = kDs1 + (kDq ? DS::kBytes : 0);
-    static constexpr int kDqBytes = kDq ? Cfg::kBlockM * kD * 4 : 0;
+    // dQ staging rows are padded by kFlashDqStagingPad floats: a warp's 8-byte fragment
+    // stores then cover 8 rows whose starts fall 8 banks apart (unpadded rows of 256-512
+    // bytes all start in bank 0: 8-way conflicts), two wavefronts per store. The TMA box of
+    // the accumulator's map is as wide as a padded row; the pad falls past the accumulator's
+    // row and is clipped. (One bulk reduction per row instead cost 35 % at d64: per-op cost.)
+    static constexpr int kDqRowBytes = (kD + kFlashDqStagingPad) * 4;
+    static constexpr int kDqBytes = kDq ? Cfg::kBlockM * kDqRowBytes : 0;
+    static_assert(kDqTile % 128 == 0, "a TMA box in shared memory starts 128-byte aligned");
     static constexpr int kKvFull = kDqTile + kDqBytes;
     static constexpr int kRing = kKvFull + 8;
     static constexpr int kBytes = kRing + Pipeline::kBarrierBytes;
@@ -136,11 +146,13 @@ struct DkdvMainloopSm90Ws {
     if constexpr (kDq) {
       const int total = items.total;
       const bool leader = (threadIdx.x & 31) == 0;
+      if (leader && total > 0) tma_prefetch_descriptor(&p.tma_dq_accum);
       if (total > 0) named_barrier_arrive(Barriers::kDqEmpty, kDqThreads);  // the tile starts free
       for (int t = 0; t < total; ++t) {
         named_barrier_sync(Barriers::kDqFull, kDqThreads);
         if (leader) {
-          bulk_reduce_add_f32(p.dq_accum + (off.accum_row(items.head(t)) + items.m0(t)) * kD, l.s_dq, Layout::kDqBytes);
+          tma_reduce_add_4d(&p.tma_dq_accum, l.s_dq, 0, static_cast<int>(off.accum_row(items.head(t)) + items.m0(t)), 0,
+                            0);
           tma_store_commit();
           tma_store_wait_read<0>();
         }
@@ -190,28 +202,28 @@ struct DkdvMainloopSm90Ws {
       const u32 s_ds = l.s_ds_of(t);
       if constexpr (kDq) store_t<typename L::DS, kMT>(s_ds, a_ds, split.warp_row0, lane);
 
+      // One wgmma over every head-dim column per k-step.
       wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < kMT / 2; ++kk) {  // one wgmma over every head-dim column per k-step
+      for (int kk = 0; kk < kMT / 2; ++kk)
         Wgmma<kD, kBf16>::template rs<true>(acc_dv[0], a_p[kk], desc_mn_major<typename L::Q>(s_do, 16 * kk));
-        Wgmma<kD, kBf16>::template rs<true>(acc_dk[0], a_ds[kk], desc_mn_major<typename L::Q>(s_q, 16 * kk));
-      }
       wgmma_commit();
       if constexpr (kDq) {
         fence_async_shared();  // dS^T (st.shared) is read by the dQ wgmma (async proxy)
         named_barrier_sync(Barriers::kDsFull, kConsumerThreads);
         if (wg == 0)
-          dq_product<kDqCols0>(l, s_ds, 0, st, a_p, a_ds, acc_dk, acc_dv);
+          dq_product<kDqCols0>(l, s_ds, 0, s_q, a_ds, acc_dk);
         else
-          dq_product<kDqCols1>(l, s_ds, kDqCols0, st, a_p, a_ds, acc_dk, acc_dv);
+          dq_product<kDqCols1>(l, s_ds, kDqCols0, s_q, a_ds, acc_dk);
       } else {
-        wgmma_wait<0>();
-        wgmma_fence_operand(a_p);
-        wgmma_fence_operand(a_ds);
-        wgmma_fence_operand(acc_dk);
-        wgmma_fence_operand(acc_dv);
-        release(l, st);
+        dk_product(s_q, a_ds, acc_dk);
       }
+      wgmma_wait<0>();
+      wgmma_fence_operand(a_p);
+      wgmma_fence_operand(a_ds);
+      wgmma_fence_operand(acc_dk);
+      wgmma_fence_operand(acc_dv);
+      release(l, st);
       st.advance(Cfg::kStages);
     }
     // The other warpgroup's last dQ product may still read K: the epilogue stages dK over it.
@@ -224,15 +236,23 @@ struct DkdvMainloopSm90Ws {
     l.ring.consumer_release(st, true);
   }
 
+  // dK += dS^T.Q (one wgmma group, committed).
+  static __device__ __forceinline__ void dk_product(u32 s_q, u32 (&a_ds)[Split::kMT / 2][4],
+                                                    typename Split::Accumulator& acc_dk) {
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < Split::kMT / 2; ++kk)
+      Wgmma<kD, Cfg::kIsBf16>::template rs<true>(acc_dk[0], a_ds[kk], desc_mn_major<typename Layout::Q>(s_q, 16 * kk));
+    wgmma_commit();
+  }
+
   // dQ (64 queries x kCols columns from col0) = dS.K, dS^T and K both [key][.]: MN-major A
-  // and B. Waits for every product of the item, frees the stage, stages dQ in fp32 for the
-  // writer.
+  // and B; then dK's product, so that dQ is staged in fp32 for the writer while dK runs (the
+  // dV group issued before and the dQ group retire at wait<1>). The caller waits for dK.
   template <int kCols>
-  static __device__ __forceinline__ void dq_product(const Layout& l, u32 s_ds, int col0,
-                                                    const PipelineState& st, u32 (&a_p)[Split::kMT / 2][4],
+  static __device__ __forceinline__ void dq_product(const Layout& l, u32 s_ds, int col0, u32 s_q,
                                                     u32 (&a_ds)[Split::kMT / 2][4],
-                                                    typename Split::Accumulator& acc_dk,
-                                                    typename Split::Accumulator& acc_dv) {
+                                                    typename Split::Accumulator& acc_dk) {
     using KV = typename Layout::KV;
     using DS = typename Layout::DS;
     float dq[1][kCols / 8][4];
@@ -243,13 +263,9 @@ struct DkdvMainloopSm90Ws {
       Wgmma<kCols, Cfg::kIsBf16>::template ss<true, true>(dq[0], desc_mn_major<DS>(s_ds, 16 * kk),
                                                           desc_mn_major<KV>(s_k_cols, 16 * kk), kk > 0);
     wgmma_commit();
-    wgmma_wait<0>();
+    dk_product(s_q, a_ds, acc_dk);
+    wgmma_wait<1>();
     wgmma_fence_operand(dq);
-    wgmma_fence_operand(a_p);
-    wgmma_fence_operand(a_ds);
-    wgmma_fence_operand(acc_dk);
-    wgmma_fence_operand(acc_dv);
-    release(l, st);
     // The writer has read the previous item's tile out.
     named_barrier_sync(Barriers::kDqEmpty, kDqThreads);
     const int lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
@@ -258,8 +274,8 @@ struct DkdvMainloopSm90Ws {
     for (int nt = 0; nt < kCols / 8; ++nt)
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh)
-        st_shared_v2_f32(l.s_dq + 4 * ((row0 + g + 8 * hh) * kD + col0 + 8 * nt + 2 * tq), dq[0][nt][2 * hh],
-                         dq[0][nt][2 * hh + 1]);
+        st_shared_v2_f32(l.s_dq + (row0 + g + 8 * hh) * Layout::kDqRowBytes + 4 * (col0 + 8 * nt + 2 * tq),
+                         dq[0][nt][2 * hh], dq[0][nt][2 * hh + 1]);
     fence_async_shared();  // the bulk reduction reads the tile through the async proxy
     named_barrier_arrive(Barriers::kDqFull, kDqThreads);
   }

@@ -26,6 +26,10 @@ enum { kFlashMaxSplits = 128 };
 // indexes them has a block_m dividing it).
 enum { kFlashDqRowRounding = 128 };
 
+// The warp-specialised dK/dV kernel stages dQ in rows of head_dim_padded + this many floats
+// (no bank conflicts on the fragment stores); the accumulator's TMA box is that wide.
+enum { kFlashDqStagingPad = 8 };
+
 struct FlashAttentionParams {
   // Forward inputs/outputs (also read by backward).
   const void* q;
@@ -124,6 +128,13 @@ struct FlashAttentionParams {
   long long rotary_stride;
   const void* rotary_cos;
   const void* rotary_sin;
+
+  // The dQ accumulator as a TMA destination (the warp-specialised dK/dV kernel, unless
+  // deterministic): dq_accum_rows rows of head_dim_padded floats (the rows accum_row in
+  // attention/offsets.cuh indexes), reduced into in boxes of (head_dim_padded +
+  // kFlashDqStagingPad) x block_m, whose columns past the row are clipped. (Appended.)
+  FlashTensorMap tma_dq_accum;
+  long long dq_accum_rows;
 };
 
 #endif

@@ -103,6 +103,35 @@ TEST(TensorMapLayouts, Fp16AndPermutedStrides) {
   EXPECT_EQ(m[1].strides, (std::array<cuuint64_t, 3>{2 * 72 * 2, 72 * 2, 0}));
 }
 
+// The warp-specialised dK/dV kernel's dQ accumulator: fp32 rows of the padded head dim,
+// reduced into by boxes as wide as the staging tile's padded rows (the pad is clipped).
+TEST(TensorMapLayouts, DqAccumulatorBoxesAreThePaddedStagingRows) {
+  KernelSpec s = warp_specialized_spec();
+  s.pass = Pass::bwd_dkdv;
+  s.head_dim = 72;  // padded to 80
+  s.block_m = 64;
+  s.block_n = 128;
+  ASSERT_TRUE(s.warp_specialized());
+  EXPECT_TRUE(needs_dq_accum_map(s));
+  FlashAttentionParams p = bnhd_params();
+  p.dq_accum = reinterpret_cast<float*>(0x50000);
+  p.dq_accum_rows = 2 * 8 * 128;
+  const TensorMapLayout m = dq_accum_map_layout(s, p);
+  EXPECT_STREQ(m.tensor, "dq_accum");
+  EXPECT_EQ(m.address, p.dq_accum);
+  EXPECT_EQ(m.dtype, CU_TENSOR_MAP_DATA_TYPE_FLOAT32);
+  EXPECT_EQ(m.swizzle, CU_TENSOR_MAP_SWIZZLE_NONE);
+  EXPECT_EQ(m.dims, (std::array<cuuint64_t, 4>{80, 2048, 1, 1}));
+  EXPECT_EQ(m.strides[0], 80u * 4);
+  EXPECT_EQ(m.box, (std::array<cuuint32_t, 4>{80 + kFlashDqStagingPad, 64, 1, 1}));
+
+  s.deterministic = true;  // dQ by the bwd_dq kernel: no accumulator
+  EXPECT_FALSE(needs_dq_accum_map(s));
+  s.deterministic = false;
+  s.pass = Pass::fwd;
+  EXPECT_FALSE(needs_dq_accum_map(s));
+}
+
 TEST(TensorMapLayouts, RejectsStridesThatAreNotWholeSixteenBytes) {
   FlashAttentionParams p = bnhd_params();
   p.k_stride.row = 36;

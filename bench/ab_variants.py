@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""Same-process-series A/B of kernel variants selected by FLASHGEN_NVRTC_FLAGS (-D macros):
+flashgen backward (and forward) TFLOP/s per variant, one subprocess per variant.
+    python3 bench/ab_variants.py --variants "A=-DX=0;B=-DX=1" --dims 64,128 --seqlens 4096,16384
+"""
+import argparse, json, os, subprocess, sys
+
+def child(args):
+    import torch, triton
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
+    import flashgen
+    out = []
+    for d in args.dims:
+        for causal in args.causal:
+            for n in args.seqlens:
+                b, h = max(1, 16384 // n), 2048 // d
+                g = torch.Generator(device="cuda").manual_seed(0)
+                q, k, v, do = (torch.randn((b, n, h, d), device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(4))
+                leaves = [t.requires_grad_() for t in (q, k, v)]
+                o = flashgen.attention(*leaves, causal=bool(causal))
+                torch.autograd.grad(o, leaves, do, retain_graph=True)
+                torch.cuda.synchronize()
+                bwd = triton.testing.do_bench(lambda: torch.autograd.grad(o, leaves, do, retain_graph=True),
+                                              warmup=10, rep=args.rep, return_mode="median")
+                with torch.no_grad():
+                    fwd = triton.testing.do_bench(lambda: flashgen.attention(q, k, v, causal=bool(causal)),
+                                                  warmup=10, rep=args.rep, return_mode="median")
+                flops = 4 * b * h * n * n * d / (2 if causal else 1)
+                out.append(dict(d=d, causal=causal, n=n, fwd=flops / fwd / 1e9, bwd=2.5 * flops / bwd / 1e9))
+    print("RESULT " + json.dumps(out), flush=True)
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--variants", required=True)
+    p.add_argument("--dims", default="64,128")
+    p.add_argument("--seqlens", default="4096,16384")
+    p.add_argument("--causal", default="0,1")
+    p.add_argument("--rep", type=int, default=40)
+    p.add_argument("--child", action="store_true")
+    a = p.parse_args()
+    a.dims = [int(x) for x in a.dims.split(",")]
+    a.seqlens = [int(x) for x in a.seqlens.split(",")]
+    a.causal = [int(x) for x in a.causal.split(",")]
+    if a.child:
+        return child(a)
+    results = {}
+    for spec in a.variants.split(";"):
+        name, flags = spec.split("=", 1)
+        env = dict(os.environ, FLASHGEN_NVRTC_FLAGS=flags)
+        r = subprocess.run([sys.executable, __file__, "--child"] + sys.argv[1:], env=env, capture_output=True, text=True)
+        line = [l for l in r.stdout.splitlines() if l.startswith("RESULT ")]
+        if not line:
+            print(name, "failed:", r.stderr[-2000:])
+            continue
+        results[name] = json.loads(line[0][7:])
+    names = list(results)
+    print("   D c     N | " + " | ".join(f"{n:>15}" for n in names) + "   (fwd / bwd TFLOP/s)")
+    for i, row in enumerate(results[names[0]]):
+        cells = [f"{results[n][i]['fwd']:6.0f} / {results[n][i]['bwd']:6.0f}" for n in names]
+        print(f"{row['d']:4} {row['causal']} {row['n']:5} | " + " | ".join(cells))
+
+if __name__ == "__main__":
+    main()
