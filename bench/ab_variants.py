@@ -3,7 +3,7 @@
 flashgen backward (and forward) TFLOP/s per variant, one subprocess per variant.
     python3 bench/ab_variants.py --variants "A=-DX=0;B=-DX=1" --dims 64,128 --seqlens 4096,16384
 """
-import argparse, json, os, subprocess, sys
+import argparse, json, os, subprocess, sys, time
 
 def child(args):
     import torch, triton
@@ -17,16 +17,21 @@ def child(args):
                 g = torch.Generator(device="cuda").manual_seed(0)
                 q, k, v, do = (torch.randn((b, n, h, d), device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(4))
                 leaves = [t.requires_grad_() for t in (q, k, v)]
+                t0 = time.perf_counter()
                 o = flashgen.attention(*leaves, causal=bool(causal))
+                torch.cuda.synchronize()
+                t1 = time.perf_counter()
                 torch.autograd.grad(o, leaves, do, retain_graph=True)
                 torch.cuda.synchronize()
+                first = (t1 - t0, time.perf_counter() - t1)  # first forward, first backward (s): compiles
                 bwd = triton.testing.do_bench(lambda: torch.autograd.grad(o, leaves, do, retain_graph=True),
                                               warmup=10, rep=args.rep, return_mode="median")
                 with torch.no_grad():
                     fwd = triton.testing.do_bench(lambda: flashgen.attention(q, k, v, causal=bool(causal)),
                                                   warmup=10, rep=args.rep, return_mode="median")
                 flops = 4 * b * h * n * n * d / (2 if causal else 1)
-                out.append(dict(d=d, causal=causal, n=n, fwd=flops / fwd / 1e9, bwd=2.5 * flops / bwd / 1e9))
+                out.append(dict(d=d, causal=causal, n=n, fwd=flops / fwd / 1e9, bwd=2.5 * flops / bwd / 1e9,
+                                first_fwd=first[0], first_bwd=first[1]))
     print("RESULT " + json.dumps(out), flush=True)
 
 def main():
@@ -36,6 +41,7 @@ def main():
     p.add_argument("--seqlens", default="4096,16384")
     p.add_argument("--causal", default="0,1")
     p.add_argument("--rep", type=int, default=40)
+    p.add_argument("--timeout", type=int, default=150, help="seconds per variant (a hung kernel ends its variant)")
     p.add_argument("--child", action="store_true")
     a = p.parse_args()
     a.dims = [int(x) for x in a.dims.split(",")]
@@ -47,7 +53,12 @@ def main():
     for spec in a.variants.split(";"):
         name, flags = spec.split("=", 1)
         env = dict(os.environ, FLASHGEN_NVRTC_FLAGS=flags)
-        r = subprocess.run([sys.executable, __file__, "--child"] + sys.argv[1:], env=env, capture_output=True, text=True)
+        try:
+            r = subprocess.run([sys.executable, __file__, "--child"] + sys.argv[1:], env=env, capture_output=True,
+                               text=True, timeout=a.timeout)
+        except subprocess.TimeoutExpired:
+            print(name, f"timed out after {a.timeout} s")
+            continue
         line = [l for l in r.stdout.splitlines() if l.startswith("RESULT ")]
         if not line:
             print(name, "failed:", r.stderr[-2000:])
@@ -57,6 +68,12 @@ def main():
     print("   D c     N | " + " | ".join(f"{n:>15}" for n in names) + "   (fwd / bwd TFLOP/s)")
     for i, row in enumerate(results[names[0]]):
         cells = [f"{results[n][i]['fwd']:6.0f} / {results[n][i]['bwd']:6.0f}" for n in names]
+        print(f"{row['d']:4} {row['causal']} {row['n']:5} | " + " | ".join(cells))
+    print("first forward / first backward of each variant's first shape per (D, causal), ms (compiles):")
+    for i, row in enumerate(results[names[0]]):
+        if i and results[names[0]][i - 1]["d"] == row["d"] and results[names[0]][i - 1]["causal"] == row["causal"]:
+            continue
+        cells = [f"{1e3 * results[n][i]['first_fwd']:6.0f} / {1e3 * results[n][i]['first_bwd']:6.0f}" for n in names]
         print(f"{row['d']:4} {row['causal']} {row['n']:5} | " + " | ".join(cells))
 
 if __name__ == "__main__":

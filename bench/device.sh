@@ -28,7 +28,7 @@ echo "built in $(( $(date +%s) - start )) s"
 
 if [[ $mode == train ]]; then
   echo "== examples/embed_cpp against a staging install (CPU step, then the GPU step) =="
-  sh "$root/tests/package/install_and_build_example.sh" cmake "$root/build" "$root" /tmp/flashgen-embed Ninja \
+  sh "$root/tests/package/install_and_build_example.sh" cmake "$root/build" "$root" /tmp/flashgen-embed /usr/local/cuda Ninja \
     >"$out/embed.log" 2>&1
   embed_rc=$?
   grep -E '^flashgen |GPU step|bytes of CUDA source|^  (o|lse|dq|dk|dv) |skipping|error|FAILED' "$out/embed.log"
