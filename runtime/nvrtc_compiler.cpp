@@ -1,6 +1,7 @@
 #include "runtime/nvrtc_compiler.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <chrono>
 #include <memory>
@@ -121,8 +122,31 @@ CompileOutput compile_source(const std::string& name, const std::string& source,
   return out;
 }
 
+namespace {
+
+// A warp-specialised kernel's setmaxnreg split moves the registers its launch allocates,
+// 65,536 / threads rounded down to 8 per thread (arch/warpgroup.cuh, register_split_fits),
+// which ptxas allocates when nothing else bounds it. Compiled with fewer (flags such as
+// --maxrregcount or -Ofc=mid in FLASHGEN_NVRTC_FLAGS), its consumers' setmaxnreg.inc would
+// wait forever: refuse the kernel instead of hanging the GPU.
+void check_register_split(const KernelSpec& spec, const CompileOutput& out, const CompileOptions& options) {
+  if (!spec.warp_specialized()) return;
+  const int launch = 65536 / spec.threads() / 8 * 8;
+  if (out.resources.registers == launch) return;
+  throw Error(Status::compile_error,
+              fmt::format("{}: ptxas allocated {} registers per thread, but this warp-specialised kernel's "
+                          "producer/consumer register split (setmaxnreg) needs the launch's full {} per thread "
+                          "({} threads); launched, it would hang. Extra NVRTC flags: [{}] (FLASHGEN_NVRTC_FLAGS): "
+                          "drop the ones that bound registers",
+                          spec.uri(), out.resources.registers, launch, spec.threads(),
+                          fmt::join(options.extra_flags, " ")));
+}
+
+}  // namespace
+
 CompiledKernel compile_kernel(const KernelSpec& spec, const GeneratedSource& source, const CompileOptions& options) {
   CompileOutput out = compile_source(spec.uri(), source.source, spec.arch, options, source.kernel_name);
+  check_register_split(spec, out, options);
   CompiledKernel k;
   k.spec = spec;
   k.kernel_name = source.kernel_name;

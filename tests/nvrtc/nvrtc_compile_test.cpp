@@ -109,6 +109,34 @@ TEST(Nvrtc, CompileKernelNamesTheSpecInErrors) {
   }
 }
 
+// A warp-specialised kernel compiled with fewer registers than its launch allocates would
+// hang in setmaxnreg.inc: refused, naming the counts and the flags. Without flags it compiles.
+TEST(Nvrtc, WarpSpecialisedKernelsNeedTheLaunchsRegisters) {
+  KernelSpec spec;
+  spec.arch = Arch::sm_90a;
+  spec.head_dim = 128;
+  spec.block_m = 128;
+  spec.block_n = 128;
+  spec.warps = 12;
+  ASSERT_TRUE(spec.warp_specialized());
+  EXPECT_EQ(compile_kernel(spec, {}).resources.registers, 168);
+  // --maxrregcount does not bound it (__launch_bounds__ and setmaxnreg decide); NVRTC's
+  // fast-compile mode (12.8 on) does: ptxas then allocates ~100.
+  const NvrtcLibrary& nv = nvrtc_library();
+  if (nv.major == 12 && nv.minor < 8) GTEST_SKIP() << "-Ofc needs NVRTC 12.8";
+  CompileOptions bounded;
+  bounded.extra_flags = {"-Ofc=mid"};
+  try {
+    compile_kernel(spec, bounded);
+    FAIL() << "a warp-specialised kernel bounded to 128 registers was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), Status::compile_error);
+    EXPECT_THAT(e.what(), StartsWith(spec.uri() + ": ptxas allocated "));
+    EXPECT_THAT(e.what(), HasSubstr("needs the launch's full 168 per thread (384 threads)"));
+    EXPECT_THAT(e.what(), HasSubstr("[-Ofc=mid]"));
+  }
+}
+
 TEST(Nvrtc, CompileKernelUsesTheSpecsArchAndEntry) {
   KernelSpec spec;
   spec.arch = Arch::sm_86;
