@@ -12,9 +12,10 @@ max_seqlen_q, max_seqlen_k); a paged KV cache with them (block_table) is refused
 
 flash_attn_with_kvcache takes contiguous and paged caches (block_table, any page size) with
 one length for the batch (cache_seqlens an int) or per-sequence lengths (an int32 tensor):
-the new k, v are written into the cache in place and the split-KV kernels read the lengths
-and pages on the device. Rotary embedding, cache_batch_idx, cache_leftpad and a forced
-num_splits are refused until flashgen has them.
+the new k, v are written into the cache in place (rotated by rotary_cos/sin when given) and
+the split-KV kernels read the lengths and pages on the device. cache_batch_idx picks each
+sequence's row of a contiguous cache (read as one page per sequence). cache_leftpad and a
+forced num_splits are refused until flashgen has them.
 """
 from .torch_op import attention, varlen_attention
 
@@ -157,15 +158,17 @@ def flash_attn_with_kvcache(
     bottom-right to them). rotary_cos, rotary_sin ((seqlen_cache or more, rotary_dim / 2), dtype of
     q; rotary_dim a multiple of 16) rotate the new keys at their positions and q at positions
     cache_seqlens + i (causal or local) or cache_seqlens, pairs (2j, 2j + 1) when
-    rotary_interleaved, else (j, j + rotary_dim / 2). Forward only. Returns out, or (out,
+    rotary_interleaved, else (j, j + rotary_dim / 2). cache_batch_idx (int32 (batch,), contiguous
+    caches only): sequence b is row cache_batch_idx[b] of the caches (batch_cache, seqlen_cache, ...),
+    appended to and read there; an index outside the caches is refused on the CPU and clamped to
+    them on the GPU (the index is read on the device). Forward only. Returns out, or (out,
     softmax_lse) with return_softmax_lse, like flash_attn_with_kvcache."""
     import torch
 
     from .torch_op import kv_append, kv_cache_forward
 
     refused = {  # argument: (value, what flashgen does not have yet)
-        "cache_batch_idx": (cache_batch_idx, "cache_batch_idx"), "cache_leftpad": (cache_leftpad, "cache_leftpad"),
-        "alibi_slopes": (alibi_slopes, "ALiBi bias"),
+        "cache_leftpad": (cache_leftpad, "cache_leftpad"), "alibi_slopes": (alibi_slopes, "ALiBi bias"),
     }
     for name, (value, feature) in refused.items():
         if value is not None:
@@ -184,6 +187,23 @@ def flash_attn_with_kvcache(
         raise ValueError(f"k_cache, v_cache: shapes are {tuple(k_cache.shape)} and {tuple(v_cache.shape)}, expected "
                          "one (batch, seqlen_cache, heads_kv, head_dim) or, paged, (num_pages, page_size, heads_kv, "
                          "head_dim)")
+    if cache_batch_idx is not None:
+        # Row cache_batch_idx[b] of a contiguous cache is sequence b's one page of seqlen_cache rows.
+        if block_table is not None:
+            raise ValueError("cache_batch_idx: is set with block_table, expected one of them (a paged cache names "
+                             "each sequence's pages itself)")
+        if (not isinstance(cache_batch_idx, torch.Tensor) or cache_batch_idx.dtype != torch.int32
+                or cache_batch_idx.shape != (q.size(0),)):
+            what = (f"{cache_batch_idx.dtype} of shape {tuple(cache_batch_idx.shape)}"
+                    if isinstance(cache_batch_idx, torch.Tensor) else f"a {type(cache_batch_idx).__name__}")
+            raise ValueError(f"cache_batch_idx: is {what}, expected int32 ({q.size(0)},)")
+        if cache_batch_idx.device.type == "cpu":  # on the GPU the kernels read (and clamp) it on the device
+            outside = ((cache_batch_idx < 0) | (cache_batch_idx >= k_cache.size(0))).nonzero()
+            if len(outside):
+                b = int(outside[0])
+                raise ValueError(f"cache_batch_idx: element {b} is {int(cache_batch_idx[b])}, expected a row of k_cache "
+                                 f"in 0..{k_cache.size(0) - 1}")
+        block_table = cache_batch_idx.reshape(-1, 1).contiguous()
     paged = block_table is not None
     if paged and (block_table.dim() != 2 or block_table.dtype != torch.int32):
         raise ValueError(f"block_table: is {block_table.dtype} of shape {tuple(block_table.shape)}, expected int32 "

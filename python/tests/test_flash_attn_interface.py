@@ -141,6 +141,40 @@ class FlashAttnInterfaceTest(unittest.TestCase):
                         n = int(used[b])
                         self.check(o[b:b + 1], q[b:b + 1], dense_k[b:b + 1, :n], dense_v[b:b + 1, :n])
 
+    def test_kvcache_cache_batch_idx_picks_each_sequences_cache_row(self):
+        """cache_batch_idx: sequence b appends to and attends to row cache_batch_idx[b] of a cache with more
+        rows than the batch (per-sequence lengths, then one int length); the other rows stay untouched; an
+        index outside the cache is refused on the CPU."""
+        for device in self.devices:
+            dtype = torch.float32 if device == "cpu" else torch.bfloat16
+            with self.subTest(device=device):
+                k_cache, v_cache = (self.randn(5, 24, 2, 32, device=device, dtype=dtype) for _ in range(2))
+                before_k, before_v = k_cache.clone(), v_cache.clone()
+                idx = torch.tensor([3, 0, 4], dtype=torch.int32, device=device)
+                q = self.randn(3, 2, 4, 32, device=device, dtype=dtype)
+                k_new, v_new = (self.randn(3, 2, 2, 32, device=device, dtype=dtype) for _ in range(2))
+                lengths = torch.tensor([5, 0, 22], dtype=torch.int32, device=device)
+                o = fai.flash_attn_with_kvcache(q, k_cache, v_cache, k_new, v_new, cache_seqlens=lengths,
+                                                cache_batch_idx=idx, causal=True)
+                for b in range(3):
+                    row, n = int(idx[b]), int(lengths[b])
+                    self.assertTrue(torch.equal(k_cache[row, n:n + 2], k_new[b]))
+                    self.assertTrue(torch.equal(v_cache[row, n:n + 2], v_new[b]))
+                    self.assertTrue(torch.equal(k_cache[row, :n], before_k[row, :n]))
+                    self.check(o[b:b + 1], q[b:b + 1], k_cache[row:row + 1, :n + 2], v_cache[row:row + 1, :n + 2],
+                               causal=True)
+                for row in (1, 2):  # no sequence's
+                    self.assertTrue(torch.equal(k_cache[row], before_k[row]) and torch.equal(v_cache[row], before_v[row]))
+                o = fai.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=9, cache_batch_idx=idx)
+                for b in range(3):
+                    row = int(idx[b])
+                    self.check(o[b:b + 1], q[b:b + 1], k_cache[row:row + 1, :9], v_cache[row:row + 1, :9])
+                if device == "cpu":
+                    with self.assertRaisesRegex(ValueError, r"cache_batch_idx: element 1 is 5, expected a row of "
+                                                            r"k_cache in 0..4"):
+                        fai.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=9,
+                                                    cache_batch_idx=torch.tensor([3, 5, 0], dtype=torch.int32))
+
     def test_kvcache_rotary_embedding_of_the_new_keys_and_q(self):
         """rotary_cos/sin: the appended keys rotated at their positions, q at cache_seqlens + i (causal)
         or all at cache_seqlens (neither causal nor local), both layouts, dense and paged, against
@@ -241,7 +275,13 @@ class FlashAttnInterfaceTest(unittest.TestCase):
             ({"block_table": torch.zeros(1, 1, dtype=torch.int64)}, r"block_table: is torch.int64 of shape \(1, 1\), expected int32"),
             ({"rotary_cos": torch.ones(16, 8), "rotary_sin": torch.ones(16, 8)}, r"rotary_cos: is set without k, v"),
             ({"rotary_cos": torch.ones(16, 8)}, r"rotary_cos, rotary_sin: one is set"),
-            ({"cache_batch_idx": torch.zeros(1, dtype=torch.int32)}, r"cache_batch_idx: is set, expected None"),
+            ({"cache_batch_idx": torch.zeros(1, dtype=torch.int64)},
+             r"cache_batch_idx: is torch.int64 of shape \(1,\), expected int32 \(1,\)"),
+            ({"cache_batch_idx": torch.zeros(2, dtype=torch.int32)}, r"cache_batch_idx: is torch.int32 of shape \(2,\)"),
+            ({"cache_batch_idx": [0]}, r"cache_batch_idx: is a list, expected int32 \(1,\)"),
+            ({"cache_batch_idx": torch.zeros(1, dtype=torch.int32), "block_table": torch.zeros(1, 1, dtype=torch.int32)},
+             r"cache_batch_idx: is set with block_table"),
+            ({"cache_leftpad": torch.zeros(1, dtype=torch.int32)}, r"cache_leftpad: is set, expected None"),
             ({"num_splits": 2}, r"num_splits: is 2, expected 0"),
             ({"k": self.randn(1, 1, 1, 32), "cache_seqlens": 3}, r"k, v: one is set, expected both or neither"),
             ({"k": self.randn(1, 1, 1, 32), "v": self.randn(1, 1, 1, 32)}, r"cache_seqlens: is None with k, v given"),
