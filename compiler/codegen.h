@@ -12,6 +12,9 @@ struct GeneratedSource {
   // The includes of the kernel's device pieces (the embedded templates: embedded_files.h,
   // handed to NVRTC by name) and one instantiation of them with the spec's constants.
   std::string source;
+  // The kernel moves registers between its warpgroups with setmaxnreg (a warp-specialised
+  // spec): ptxas must have allocated the launch's full share, which compile_kernel checks.
+  bool register_split = false;
 };
 
 // Validates the spec (throws Error(invalid_argument)) and assembles its source.

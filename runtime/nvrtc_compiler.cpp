@@ -129,8 +129,9 @@ namespace {
 // which ptxas allocates when nothing else bounds it. Compiled with fewer (flags such as
 // --maxrregcount or -Ofc=mid in FLASHGEN_NVRTC_FLAGS), its consumers' setmaxnreg.inc would
 // wait forever: refuse the kernel instead of hanging the GPU.
-void check_register_split(const KernelSpec& spec, const CompileOutput& out, const CompileOptions& options) {
-  if (!spec.warp_specialized()) return;
+void check_register_split(const KernelSpec& spec, const GeneratedSource& source, const CompileOutput& out,
+                          const CompileOptions& options) {
+  if (!source.register_split) return;
   const int launch = 65536 / spec.threads() / 8 * 8;
   if (out.resources.registers == launch) return;
   throw Error(Status::compile_error,
@@ -146,7 +147,7 @@ void check_register_split(const KernelSpec& spec, const CompileOutput& out, cons
 
 CompiledKernel compile_kernel(const KernelSpec& spec, const GeneratedSource& source, const CompileOptions& options) {
   CompileOutput out = compile_source(spec.uri(), source.source, spec.arch, options, source.kernel_name);
-  check_register_split(spec, out, options);
+  check_register_split(spec, source, out, options);
   CompiledKernel k;
   k.spec = spec;
   k.kernel_name = source.kernel_name;
