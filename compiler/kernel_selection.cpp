@@ -159,8 +159,10 @@ KernelSpec splitkv_spec(const ProblemKey& p, Arch arch) {
 
 // seqlen_q 0 is a length not known yet (MLIR's dynamic dims): the prefill kernel.
 bool decode_shaped(const ProblemKey& problem) {
-  if (problem.varlen) return false;  // packed sequences run on the prefill kernels
-  return (problem.seqlen_q >= 1 && problem.seqlen_q <= kDecodeMaxSeqlenQ) || problem.paged || problem.seqused_k;
+  const bool kv_cache = problem.paged || problem.seqused_k;
+  // Packed sequences run on the prefill kernels, packed queries over a KV cache on split-KV.
+  if (problem.varlen) return kv_cache;
+  return (problem.seqlen_q >= 1 && problem.seqlen_q <= kDecodeMaxSeqlenQ) || kv_cache;
 }
 
 bool has_backward(const ProblemKey& problem) { return !problem.paged && !problem.seqused_k; }

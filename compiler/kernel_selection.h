@@ -24,7 +24,8 @@ constexpr long long kDecodeMaxSeqlenQ = 16;
 // Whether a forward runs as a decode: the split-KV kernel over GQA-packed query tiles, then
 // the combine kernel (the one rule, for the runtime, the tuner and the dump). KV-cache
 // forwards (paged, or per-sequence key counts) run there at any seqlen_q: the prefill kernels
-// read neither. Packed sequences (varlen) run on the prefill kernels at any length.
+// read neither. Packed sequences (varlen) run on the prefill kernels at any length, packed
+// queries over a KV cache on split-KV.
 bool decode_shaped(const ProblemKey& problem);
 // Whether the problem has a backward: a KV-cache forward (paged, per-sequence key counts) has
 // none (the runtime's prepare, the dump's --pass all).

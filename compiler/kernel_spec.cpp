@@ -128,9 +128,6 @@ std::vector<std::string> KernelSpec::problems() const {
                                     {deterministic, "deterministic"}})
       if (set) add(out, "{}: set for the kv_append pass, expected it unset (the append depends on head_dim, dtype, "
                    "paged and varlen only)", name);
-  if (varlen && (pass == Pass::fwd_splitkv || pass == Pass::fwd_combine))
-    add(out, "varlen: set for the {} pass, expected it only on the prefill forward and the backward passes",
-        to_string(pass));
   if (pass == Pass::fwd_combine && threads() > kFlashMaxSplits)
     add(out, "warps: got {} for the split-KV combine, expected at most {} threads (one part's lse each)", warps,
         static_cast<int>(kFlashMaxSplits));

@@ -51,7 +51,8 @@ struct ProblemOptions {
   bool softcap = false;  // the cap is a launch parameter
   bool deterministic = false;
   bool paged = false;  // K/V pages through a block table (the split-KV forward only)
-  bool varlen = false;  // packed variable-length sequences (cu_seqlens; not the decode kernels)
+  bool varlen = false;  // packed variable-length sequences (cu_seqlens; the split-KV kernels: packed queries
+                        // over a KV cache)
 
   bool operator==(const ProblemOptions&) const = default;
 };

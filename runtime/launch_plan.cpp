@@ -122,7 +122,9 @@ unsigned splitkv_m_blocks(const Problem& p, const KernelSpec& s) {
   return blocks(p.seqlen_q * (p.heads_q / p.heads_kv), s.block_m);
 }
 
-std::int64_t splitkv_rows(const Problem& p) { return p.batch * p.heads_q * p.seqlen_q; }
+// Rows of the split parts and of the combine, in lse's order: (batch, heads_q, seqlen_q), or
+// packed queries over a KV cache (heads_q, total_q) (kv_cache/kv_cache_offsets.cuh).
+std::int64_t splitkv_rows(const Problem& p) { return p.heads_q * (p.varlen ? p.total_q : p.batch * p.seqlen_q); }
 
 }  // namespace
 

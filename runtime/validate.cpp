@@ -291,6 +291,22 @@ void paged_geometry(Problem& p, const Arg& pages, const Tensor& block_table, con
          p.max_pages_per_seq, pages.name, p.page_size);
 }
 
+// A dense cache's or a paged cache's keys for p's batch (heads_q, head_dim known): k is
+// (batch, seqlen_k, heads_kv, head_dim), or pages (num_pages, page_size, heads_kv, head_dim)
+// that block_table names. `batch_of` names where the batch comes from.
+void key_geometry(Problem& p, const Arg& k, const Tensor* block_table, const char* batch_of) {
+  p.heads_kv = k.t.shape[2];
+  if (block_table != nullptr) {
+    paged_geometry(p, k, *block_table, batch_of);
+    expect_shape(k, {p.num_pages, p.page_size, p.heads_kv, p.head_dim}, "q (head_dim)");
+  } else {
+    p.seqlen_k = k.t.shape[1];
+    expect_shape(k, {p.batch, p.seqlen_k, p.heads_kv, p.head_dim}, batch_of);
+  }
+  check_element_count(k);
+  check_heads(p, 2);
+}
+
 // The geometry q and k define; k must agree with q on batch and head_dim (a paged k: on
 // head_dim, its pages are (num_pages, page_size, heads_kv, head_dim)).
 Problem geometry(const Arg& q, const Arg& k, const Tensor* block_table = nullptr) {
@@ -299,44 +315,46 @@ Problem geometry(const Arg& q, const Arg& k, const Tensor* block_table = nullptr
   p.seqlen_q = q.t.shape[1];
   p.heads_q = q.t.shape[2];
   p.head_dim = q.t.shape[3];
-  p.seqlen_k = k.t.shape[1];
-  p.heads_kv = k.t.shape[2];
   p.dtype = q.t.dtype;
   p.device = q.t.device;
-  if (block_table != nullptr) {
-    paged_geometry(p, k, *block_table, "q");
-    expect_shape(k, {p.num_pages, p.page_size, p.heads_kv, p.head_dim}, "q (head_dim)");
-  } else {
-    expect_shape(k, {p.batch, p.seqlen_k, p.heads_kv, p.head_dim}, "q");
-  }
-  for (const Arg* a : {&q, &k}) check_element_count(*a);
-  check_heads(p, 2);
+  check_element_count(q);
+  key_geometry(p, k, block_table, "q");
   return p;
 }
 
-// The geometry of packed sequences: q (total_q, heads_q, head_dim), k (total_k, heads_kv,
-// head_dim), cu_seqlens_q and cu_seqlens_k (batch + 1,), the max_seqlen bounds.
-Problem packed_geometry(const Arg& q, const Arg& k, const PackedSequences& s, const Arg& cu_q, const Arg& cu_k) {
+// Packed queries: q (total_q, heads_q, head_dim), cu_seqlens_q (batch + 1,), max_seqlen_q.
+Problem packed_query_geometry(const Arg& q, const PackedSequences& s, const Arg& cu_q) {
   Problem p;
   p.varlen = true;
   p.total_q = q.t.shape[0];
   p.heads_q = q.t.shape[1];
   p.head_dim = q.t.shape[2];
-  p.total_k = k.t.shape[0];
-  p.heads_kv = k.t.shape[1];
   p.dtype = q.t.dtype;
   p.device = q.t.device;
-  expect_shape(k, {p.total_k, p.heads_kv, p.head_dim, 0}, "q (head_dim)");
-  for (const Arg* a : {&q, &k}) check_element_count(*a);
+  check_element_count(q);
   if (cu_q.t.shape[0] < 2)
     fail(Status::invalid_argument, "varlen.cu_seqlens_q: shape[0] (batch + 1) is {}, expected >= 2 (one sequence or more)",
          cu_q.t.shape[0]);
   p.batch = cu_q.t.shape[0] - 1;
-  expect_shape(cu_k, {cu_q.t.shape[0], 0, 0, 0}, "varlen.cu_seqlens_q");
-  for (const auto& [name, n] : {std::pair{"max_seqlen_q", s.max_seqlen_q}, {"max_seqlen_k", s.max_seqlen_k}})
-    if (n < 1)
-      fail(Status::invalid_argument, "varlen.{}: is {}, expected >= 1 (a bound on every sequence's length)", name, n);
+  if (s.max_seqlen_q < 1)
+    fail(Status::invalid_argument, "varlen.max_seqlen_q: is {}, expected >= 1 (a bound on every sequence's length)",
+         s.max_seqlen_q);
   p.seqlen_q = s.max_seqlen_q;
+  return p;
+}
+
+// The geometry of packed sequences: packed queries, k (total_k, heads_kv, head_dim),
+// cu_seqlens_k like cu_seqlens_q and max_seqlen_k.
+Problem packed_geometry(const Arg& q, const Arg& k, const PackedSequences& s, const Arg& cu_q, const Arg& cu_k) {
+  Problem p = packed_query_geometry(q, s, cu_q);
+  p.total_k = k.t.shape[0];
+  p.heads_kv = k.t.shape[1];
+  expect_shape(k, {p.total_k, p.heads_kv, p.head_dim, 0}, "q (head_dim)");
+  check_element_count(k);
+  expect_shape(cu_k, {cu_q.t.shape[0], 0, 0, 0}, "varlen.cu_seqlens_q");
+  if (s.max_seqlen_k < 1)
+    fail(Status::invalid_argument, "varlen.max_seqlen_k: is {}, expected >= 1 (a bound on every sequence's length)",
+         s.max_seqlen_k);
   p.seqlen_k = s.max_seqlen_k;
   check_heads(p, 1);
   return p;
@@ -438,9 +456,9 @@ void check_gpu_limits(const std::vector<Arg>& args, const Problem& p) {
   if (p.batch > kGridYZ)
     fail(Status::unsupported, "{} is {} on {}, expected at most {} for the GPU kernels' grid", q_dimension(p, "batch"),
          p.batch, dev, kGridYZ);
-  const char* keys = p.paged    ? "block_table: shape[1] (max_pages_per_seq) x k: shape[1] (page_size)"
-                     : p.varlen ? "varlen.max_seqlen_k"
-                                : "k: shape[1] (seqlen_k)";
+  const char* keys = p.paged                     ? "block_table: shape[1] (max_pages_per_seq) x k: shape[1] (page_size)"
+                     : p.varlen && !p.kv_cache() ? "varlen.max_seqlen_k"
+                                                 : "k: shape[1] (seqlen_k)";
   const char* queries = p.varlen ? "varlen.max_seqlen_q" : "q: shape[1] (seqlen_q)";
   for (const auto& [what, n] : {std::pair{queries, p.seqlen_q}, {keys, p.seqlen_k}, {"k: shape[0] (num_pages)", p.num_pages},
                                 {"q: shape[0] (total_q)", p.total_q}, {"k: shape[0] (total_k)", p.total_k}})
@@ -519,11 +537,22 @@ std::array<std::int64_t, 4> key_shape(const Problem& p) {
   return {p.batch, p.seqlen_k, p.heads_kv, p.head_dim};
 }
 
-// cu_seqlens_q and cu_seqlens_k come together; with a KV cache they are not supported yet.
+// cu_seqlens_q and cu_seqlens_k come together, except over a KV cache (block_table or
+// seqused_k), where only the queries are packed and the keys are the cache's.
 void check_packed_sequences(const PackedSequences& s, bool kv_cache) {
-  if (s.packed() && s.cu_seqlens_k.data == nullptr)
+  if (s.packed() && kv_cache && s.cu_seqlens_k.data != nullptr)
     fail(Status::invalid_argument,
-         "varlen.cu_seqlens_k: data is null while varlen.cu_seqlens_q is set, expected both offsets of packed sequences");
+         "varlen.cu_seqlens_k: is set with a KV cache (block_table or seqused_k), expected null: the keys of sequence "
+         "b are those of the cache's row b (or block_table row b), seqused_k[b] of them");
+  if (s.packed() && kv_cache && s.max_seqlen_k != 0)
+    fail(Status::invalid_argument,
+         "varlen.max_seqlen_k: is {} with a KV cache (block_table or seqused_k), expected 0: the cache's length bounds "
+         "the keys",
+         s.max_seqlen_k);
+  if (s.packed() && !kv_cache && s.cu_seqlens_k.data == nullptr)
+    fail(Status::invalid_argument,
+         "varlen.cu_seqlens_k: data is null while varlen.cu_seqlens_q is set, expected both offsets of packed sequences "
+         "(or a KV cache: block_table or seqused_k)");
   if (!s.packed() && s.cu_seqlens_k.data == nullptr && (s.max_seqlen_q != 0 || s.max_seqlen_k != 0))
     fail(Status::invalid_argument,
          "varlen.max_seqlen_q/max_seqlen_k: are {}/{} without cu_seqlens, expected 0 (a dense batch) or both offsets "
@@ -532,10 +561,6 @@ void check_packed_sequences(const PackedSequences& s, bool kv_cache) {
   if (!s.packed() && s.cu_seqlens_k.data != nullptr)
     fail(Status::invalid_argument,
          "varlen.cu_seqlens_q: data is null while varlen.cu_seqlens_k is set, expected both offsets of packed sequences");
-  if (s.packed() && kv_cache)
-    fail(Status::unsupported,
-         "varlen: packed sequences with a KV cache (block_table or seqused_k) are not supported yet, expected one of "
-         "them per call");
 }
 
 // Adds the index tensors that are given (block_table, seqused_k, cu_seqlens) to the tensors
@@ -549,16 +574,22 @@ void add_index_tensors(std::initializer_list<Arg> indices, std::vector<Arg>& ten
     }
 }
 
+// A dense batch, packed sequences, or packed queries over a KV cache (kv_cache).
 Problem problem_of(const Arg& q, const Arg& k, const PackedSequences& s, const std::array<Arg, 2>& cu,
-                   const Tensor* block_table = nullptr) {
-  return s.packed() ? packed_geometry(q, k, s, cu[0], cu[1]) : geometry(q, k, block_table);
+                   bool kv_cache = false, const Tensor* block_table = nullptr) {
+  if (!s.packed()) return geometry(q, k, block_table);
+  if (!kv_cache) return packed_geometry(q, k, s, cu[0], cu[1]);
+  Problem p = packed_query_geometry(q, s, cu[0]);
+  key_geometry(p, k, block_table, "varlen.cu_seqlens_q (batch + 1)");
+  return p;
 }
 
 // After the backend's limits: on the CPU the offsets are read (the GPU clamps them instead).
 void check_packed_offsets(const Problem& p, const PackedSequences& s, const std::array<Arg, 2>& cu) {
   if (!p.varlen || p.device != kCpu) return;
   check_cu_seqlens_on_cpu(cu[0], p.total_q, s.max_seqlen_q, "q: shape[0] (total_q)", "varlen.max_seqlen_q");
-  check_cu_seqlens_on_cpu(cu[1], p.total_k, s.max_seqlen_k, "k: shape[0] (total_k)", "varlen.max_seqlen_k");
+  if (!p.kv_cache())
+    check_cu_seqlens_on_cpu(cu[1], p.total_k, s.max_seqlen_k, "k: shape[0] (total_k)", "varlen.max_seqlen_k");
 }
 
 std::array<Arg, 2> offsets_args(const PackedSequences& s) {
@@ -570,10 +601,12 @@ std::array<Arg, 2> offsets_args(const PackedSequences& s) {
 
 Problem validate_forward(const ForwardArgs& args) {
   const bool paged = args.block_table.data != nullptr;
-  check_packed_sequences(args.varlen, paged || args.seqused_k.data != nullptr);
+  const bool kv_cache = paged || args.seqused_k.data != nullptr;
+  check_packed_sequences(args.varlen, kv_cache);
   const RowLayout rl = row_layout(args.varlen);
-  const DimNames& kv_dims = paged ? kPageDims : rl.key;
-  const int kv_rank = paged ? 4 : rl.rank;
+  // A cache's keys are rank 4 whether or not the queries are packed.
+  const DimNames& kv_dims = paged ? kPageDims : kv_cache ? kKeyDims : rl.key;
+  const int kv_rank = kv_cache ? 4 : rl.rank;
   const Arg q{"q", args.q, rl.query, rl.rank}, k{"k", args.k, kv_dims, kv_rank}, v{"v", args.v, kv_dims, kv_rank};
   const Arg o{"o", args.o, rl.query, rl.rank}, lse{"lse", args.lse, rl.lse, rl.lse_rank, Kind::lse};
   const Arg block_table{"block_table", args.block_table, kBlockTableDims, 2, Kind::index};
@@ -584,11 +617,11 @@ Problem validate_forward(const ForwardArgs& args) {
   for (const Arg& a : tensors) check_view(a);
   add_index_tensors({block_table, seqused_k, cu[0], cu[1]}, tensors, inputs);
 
-  Problem p = problem_of(q, k, args.varlen, cu, paged ? &args.block_table : nullptr);
+  Problem p = problem_of(q, k, args.varlen, cu, kv_cache, paged ? &args.block_table : nullptr);
   p.has_seqused_k = args.seqused_k.data != nullptr;
   if (p.has_seqused_k && args.seqused_k.shape[0] != p.batch)
-    fail(Status::invalid_argument, "seqused_k: shape[0] (batch) is {}, expected {} like q", args.seqused_k.shape[0],
-         p.batch);
+    fail(Status::invalid_argument, "seqused_k: shape[0] (batch) is {}, expected {} like {}", args.seqused_k.shape[0],
+         p.batch, p.varlen ? "varlen.cu_seqlens_q (batch + 1)" : "q");
   expect_shape(v, {k.t.shape[0], k.t.shape[1], k.t.shape[2], k.t.shape[3]}, "k");  // v is laid out like k
   expect_shape(o, query_shape(p), "q");
   p.has_lse = args.lse.data != nullptr;  // null: the caller does not want lse

@@ -118,11 +118,12 @@ typedef struct flashgen_forward_args {
   flashgen_tensor block_table; /* int32 (batch, max_pages_per_seq); data NULL: dense k, v */
   flashgen_tensor seqused_k;   /* int32 (batch,); data NULL: every sequence has seqlen_k keys */
   /* Appended after seqused_k (zero: absent). Packed variable-length sequences, as
-   * flashgen::PackedSequences describes them (flashgen.hpp); not with a KV cache yet. */
+   * flashgen::PackedSequences describes them (flashgen.hpp); with a KV cache only the queries are packed
+   * (cu_seqlens_k NULL, max_seqlen_k 0: flashgen::ForwardArgs::varlen). */
   flashgen_tensor cu_seqlens_q; /* int32 (batch + 1,) row offsets of the sequences in q; data NULL: a dense batch */
   flashgen_tensor cu_seqlens_k; /* int32 (batch + 1,) row offsets in k and v; set together with cu_seqlens_q */
   int64_t max_seqlen_q;         /* >= 1 with cu_seqlens: a bound on every sequence's queries */
-  int64_t max_seqlen_k;         /* >= 1 with cu_seqlens: a bound on every sequence's keys */
+  int64_t max_seqlen_k;         /* >= 1 with cu_seqlens_k: a bound on every sequence's keys */
 } flashgen_forward_args;
 
 typedef struct flashgen_backward_args {

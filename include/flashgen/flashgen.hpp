@@ -94,7 +94,12 @@ struct ForwardArgs {
   // window masks align to that count (bottom-right). A sequence with no key gets o = 0 and
   // lse = -inf. Read on the device by the kernels: the call stays CUDA-graph safe.
   Tensor seqused_k = {};
-  // Packed variable-length sequences (see PackedSequences); not with a KV cache yet.
+  // Packed variable-length sequences (see PackedSequences). With a KV cache (block_table or
+  // seqused_k) only the queries are packed: q, o (total_q, heads_q, head_dim), lse (heads_q,
+  // total_q), cu_seqlens_q and max_seqlen_q as there; cu_seqlens_k is null and max_seqlen_k 0,
+  // and the keys of sequence b are those of the cache's row b (k, v (batch, seqlen_k, heads_kv,
+  // head_dim)) or of block_table row b (pages), seqused_k[b] of them (all without seqused_k):
+  // a batch of prefill chunks and decode steps over their caches in one call.
   PackedSequences varlen = {};
 };
 

@@ -244,12 +244,14 @@ def kv_append_args(view, *, k, v, k_cache, v_cache, cache_seqlens, block_table=N
 
 
 def _set_varlen(args, view, varlen):
-    """Packed sequences, varlen = (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k), into args."""
+    """Packed sequences, varlen = (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k), into args
+    (cu_seqlens_k None: packed queries over a KV cache)."""
     if varlen is None:
         return
     cu_seqlens_q, cu_seqlens_k, args.max_seqlen_q, args.max_seqlen_k = varlen
     args.cu_seqlens_q = view("cu_seqlens_q", cu_seqlens_q)
-    args.cu_seqlens_k = view("cu_seqlens_k", cu_seqlens_k)
+    if cu_seqlens_k is not None:
+        args.cu_seqlens_k = view("cu_seqlens_k", cu_seqlens_k)
 
 
 def options(softmax_scale, causal, window_size, softcap, deterministic):

@@ -8,7 +8,9 @@ does not do is refused with a clear error rather than ignored: dropout (dropout_
 (return_attn_probs must be False).
 
 flash_attn_varlen_func takes packed variable-length sequences (cu_seqlens_q, cu_seqlens_k,
-max_seqlen_q, max_seqlen_k); a paged KV cache with them (block_table) is refused.
+max_seqlen_q, max_seqlen_k) and, with block_table, packed queries over a paged KV cache
+(forward only, as in FlashAttention-2: sequence b's keys are its first cu_seqlens_k[b + 1] -
+cu_seqlens_k[b] cache positions).
 
 flash_attn_with_kvcache takes contiguous and paged caches (block_table, any page size) with
 one length for the batch (cache_seqlens an int) or per-sequence lengths (an int32 tensor):
@@ -17,7 +19,9 @@ the split-KV kernels read the lengths and pages on the device. cache_batch_idx p
 sequence's row of a contiguous cache (read as one page per sequence). cache_leftpad and a
 forced num_splits are refused until flashgen has them.
 """
-from .torch_op import attention, varlen_attention
+import torch
+
+from .torch_op import attention, kv_cache_forward, varlen_attention
 
 __all__ = ["flash_attn_func", "flash_attn_kvpacked_func", "flash_attn_qkvpacked_func", "flash_attn_varlen_func",
            "flash_attn_with_kvcache"]
@@ -118,11 +122,22 @@ def flash_attn_varlen_func(
     """q: (total_q, heads, head_dim); k, v: (total_k, heads_kv, head_dim) with heads % heads_kv == 0;
     cu_seqlens_q, cu_seqlens_k: int32 (batch + 1,), the sequences' row offsets; max_seqlen_q,
     max_seqlen_k: bounds on their lengths. Causal and window masks align bottom-right per sequence.
-    Returns out (total_q, heads, head_dim), like flash_attn_varlen_func."""
+    Returns out (total_q, heads, head_dim), like flash_attn_varlen_func.
+
+    block_table (int32 (batch, max_pages_per_seq)): k, v are a paged cache (num_pages, page_size,
+    heads_kv, head_dim) and sequence b attends to its first cu_seqlens_k[b + 1] - cu_seqlens_k[b]
+    positions there (computed on the device: no synchronisation). Forward only (inference)."""
     _refuse(dropout_p, alibi_slopes, return_attn_probs)
     if block_table is not None:
-        raise ValueError("block_table: is set, expected None (flashgen has no paged KV cache with packed sequences "
-                         "yet)")
+        if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
+            raise ValueError("block_table: is set while q, k or v requires grad, expected inference (a paged KV "
+                             "cache has no backward); run it under torch.no_grad()")
+        if cu_seqlens_k.dtype != torch.int32:
+            raise ValueError(f"cu_seqlens_k: is {cu_seqlens_k.dtype}, expected torch.int32")
+        o, _ = kv_cache_forward(q, k, v, block_table=block_table, seqused_k=torch.diff(cu_seqlens_k),
+                                softmax_scale=softmax_scale, causal=causal, window_size=window_size, softcap=softcap,
+                                cu_seqlens_q=cu_seqlens_q, max_seqlen_q=max_seqlen_q)
+        return o
     return varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                             softmax_scale=softmax_scale, causal=causal, window_size=window_size, softcap=softcap,
                             deterministic=deterministic)

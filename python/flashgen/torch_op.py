@@ -396,7 +396,7 @@ else:  # plain functions: eager calls into the library
 
 
 def kv_cache_forward(q, k_cache, v_cache, block_table=None, seqused_k=None, softmax_scale=None, causal=False,
-                     window_size=(-1, -1), softcap=0.0):
+                     window_size=(-1, -1), softcap=0.0, cu_seqlens_q=None, max_seqlen_q=None):
     """Attention of q over a KV cache, forward only (inference): returns (o, lse).
 
     q: (batch, seqlen_q, heads_q, head_dim). Dense cache: k_cache, v_cache (batch, seqlen_k,
@@ -405,16 +405,27 @@ def kv_cache_forward(q, k_cache, v_cache, block_table=None, seqused_k=None, soft
     pages in order. seqused_k: int32 (batch,), sequence b attends to its first seqused_k[b] keys
     (default: all), with causal and window aligned bottom-right to that count. Read on the GPU:
     no synchronisation, CUDA-graph safe.
+
+    Packed queries (prefill chunks and decode steps of many sequences in one call):
+    cu_seqlens_q int32 (batch + 1,) and max_seqlen_q (int >= 1) make q (total_q, heads_q,
+    head_dim), sequence b's queries rows cu_seqlens_q[b]:cu_seqlens_q[b + 1]; o is packed like
+    q and lse is (heads_q, total_q), rows outside every sequence o = 0 and lse = -inf. A KV
+    cache (block_table or seqused_k) is required then.
     """
     scale = _scale(softmax_scale)
     q, k_cache, v_cache = _readable(q), _readable(k_cache), _readable(v_cache)
     _check_dtypes(q=q, k_cache=k_cache, v_cache=v_cache)
-    o, lse = _outputs(q)
+    packed = cu_seqlens_q is not None
+    if packed and max_seqlen_q is None:
+        raise ValueError("max_seqlen_q: is None with cu_seqlens_q, expected a bound (int >= 1) on every sequence's "
+                         "queries")
+    o, lse = _outputs(q, packed=packed)
     window_left, window_right = window_size
     options = _options(scale, causal, window_left, window_right, softcap, False)
     view = _views(q, {"k": "k_cache", "v": "v_cache"})
+    varlen = (cu_seqlens_q, None, int(max_seqlen_q), 0) if packed else None
     args = _capi.forward_args(view, options, q=q, k=k_cache, v=v_cache, o=o, lse=lse, block_table=block_table,
-                              seqused_k=seqused_k)
+                              seqused_k=seqused_k, varlen=varlen)
     _library.check(_library.library().flashgen_forward(_library.runtime(), ctypes.byref(args), _stream(q)))
     return o, lse
 

@@ -44,6 +44,27 @@ def offsets(lengths):
     return torch.tensor(cu, dtype=torch.int32)
 
 
+def paged_cache(k, v, cu_k, page_size, generator):
+    """The keys and values of each sequence (rows cu_k[b]:cu_k[b + 1] of k, v) in pages of a cache
+    (num_pages, page_size, heads_kv, head_dim), the pages shuffled, NaN where no sequence is; returns
+    (k_pages, v_pages, block_table int32 (batch, max_pages))."""
+    lengths = [int(cu_k[b + 1] - cu_k[b]) for b in range(len(cu_k) - 1)]
+    max_pages = max(1, max((n + page_size - 1) // page_size for n in lengths))
+    num_pages = len(lengths) * max_pages + 2
+    order = torch.randperm(num_pages, generator=generator).tolist()
+    k_pages = torch.full((num_pages, page_size, *k.shape[1:]), math.nan, dtype=k.dtype)
+    v_pages = k_pages.clone()
+    table = torch.zeros(len(lengths), max_pages, dtype=torch.int32)
+    for b, n in enumerate(lengths):
+        for slot in range((n + page_size - 1) // page_size):
+            page = order[b * max_pages + slot]
+            table[b, slot] = page
+            rows = slice(int(cu_k[b]) + slot * page_size, int(cu_k[b]) + min(n, (slot + 1) * page_size))
+            count = rows.stop - rows.start
+            k_pages[page, :count], v_pages[page, :count] = k[rows], v[rows]
+    return k_pages, v_pages, table
+
+
 @unittest.skipIf(torch is None, "torch is not installed")
 class VarlenTest(support.SeededTestCase):
     def setUp(self):
@@ -120,6 +141,18 @@ class VarlenTest(support.SeededTestCase):
                         scale = max(1.0, want.abs().max().item())
                         self.assertLessEqual(error, tolerance * scale, f"{name}: {where}")
 
+    def test_paged_cache_matches_packed_keys(self):
+        """flash_attn_varlen_func with block_table: the keys of each sequence in shuffled pages of a
+        cache, the same result as the packed keys (the CPU backend runs both)."""
+        for dtype, options in ((torch.float32, {"causal": True}), (torch.bfloat16, {"window_size": (6, 0)})):
+            with self.subTest(dtype=dtype, options=options):
+                q, k, v, _, _, cu_q, cu_k = self.packed(dtype=dtype)
+                k_pages, v_pages, table = paged_cache(k, v, cu_k, page_size=4, generator=self.generator)
+                o = fai.flash_attn_varlen_func(q, k_pages, v_pages, cu_q, cu_k - LEAD, max(LEN_Q), max(LEN_K),
+                                               block_table=table, **options)
+                want = flashgen.varlen_attention(q, k, v, cu_q, cu_k, max(LEN_Q), max(LEN_K), **options)
+                self.assertTrue(torch.allclose(o.float(), want.float(), atol=1e-6, rtol=0), self.where())
+
     def test_flash_attn_varlen_func_is_varlen_attention(self):
         q, k, v, _, _, cu_q, cu_k = self.packed(heads_kv=4)
         o = fai.flash_attn_varlen_func(q, k, v, cu_q, cu_k, max(LEN_Q), max(LEN_K), causal=True, window_size=(5, 0))
@@ -158,11 +191,16 @@ class VarlenTest(support.SeededTestCase):
             ({"dropout_p": 0.1}, r"dropout_p: is 0.1, expected 0.0"),
             ({"alibi_slopes": torch.ones(4)}, r"alibi_slopes: is set, expected None"),
             ({"return_attn_probs": True}, r"return_attn_probs: is True, expected False"),
-            ({"block_table": torch.zeros(1, 1, dtype=torch.int32)}, r"block_table: is set, expected None"),
         ]
         for kwargs, message in refused:
             with self.subTest(message=message), self.assertRaisesRegex(ValueError, message):
                 fai.flash_attn_varlen_func(*call, **kwargs)
+        table = torch.zeros(len(LEN_Q), 1, dtype=torch.int32)
+        with self.assertRaisesRegex(ValueError, r"block_table: is set while q, k or v requires grad"):
+            fai.flash_attn_varlen_func(q.requires_grad_(), *call[1:], block_table=table)
+        q.requires_grad_(False)
+        with self.assertRaisesRegex(ValueError, r"cu_seqlens_k: is torch.int64, expected torch.int32"):
+            fai.flash_attn_varlen_func(q, k, v, cu_q, cu_k.long(), max(LEN_Q), max(LEN_K), block_table=table)
         with self.assertRaisesRegex(TypeError, r"cu_seqlens_q: dtype is torch.int64, expected torch.int32"):
             fai.flash_attn_varlen_func(q, k, v, cu_q.long(), cu_k, max(LEN_Q), max(LEN_K))
         decreasing = cu_q.clone()
@@ -224,6 +262,37 @@ class VarlenCudaTest(support.SeededTestCase):
                         error = (got.detach().cpu().double() - want.detach()).abs().max().item()
                         scale = max(1.0, want.abs().max().item())
                         self.assertLessEqual(error, 2e-2 * scale, f"{name}: {where}")
+
+    def test_paged_cache(self):
+        """flash_attn_varlen_func with block_table on the GPU (the split-KV kernels over packed
+        queries) against float64 standard attention per sequence."""
+        generator = torch.Generator().manual_seed(self.seed)
+        len_q, len_k = [70, 0, 1, 3, 16, 1], [700, 9, 0, 65, 300, 1]
+        cu_q = [LEAD]
+        cu_k = [0]
+        for nq, nk in zip(len_q, len_k):
+            cu_q.append(cu_q[-1] + nq)
+            cu_k.append(cu_k[-1] + nk)
+        q = torch.randn(cu_q[-1] + SPARE, 8, 128, generator=generator).to(torch.bfloat16)
+        k, v = (torch.randn(cu_k[-1], 2, 128, generator=generator).to(torch.bfloat16) for _ in range(2))
+        k_pages, v_pages, table = paged_cache(k, v, torch.tensor(cu_k), page_size=16, generator=generator)
+        cuda = [t.cuda() for t in (q, k_pages, v_pages, table, torch.tensor(cu_q, dtype=torch.int32),
+                                   torch.tensor(cu_k, dtype=torch.int32))]
+        o = fai.flash_attn_varlen_func(cuda[0], cuda[1], cuda[2], cuda[4], cuda[5], max(len_q), max(len_k),
+                                       causal=True, block_table=cuda[3]).cpu()
+        for name, rows in (("lead", slice(0, LEAD)), ("spare", slice(-SPARE, None))):
+            self.assertTrue(torch.equal(o[rows], torch.zeros_like(o[rows])), f"{name} rows {self.where()}")
+        for b in range(len(len_q)):
+            rows, keys = slice(cu_q[b], cu_q[b + 1]), slice(cu_k[b], cu_k[b + 1])
+            if len_q[b] == 0:
+                continue
+            if len_k[b] == 0:
+                self.assertTrue(torch.equal(o[rows], torch.zeros_like(o[rows])), f"sequence {b} {self.where()}")
+                continue
+            ro, _ = standard_attention(q[None, rows].double(), k[None, keys].double(), v[None, keys].double(),
+                                       causal=True)
+            error = (o[rows].double() - ro[0]).abs().max().item()
+            self.assertLessEqual(error, 2e-2 * max(1.0, ro.abs().max().item()), f"sequence {b} {self.where()}")
 
 
 if __name__ == "__main__":

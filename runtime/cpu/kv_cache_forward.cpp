@@ -1,7 +1,8 @@
 // The CPU backend's forward over a KV cache (ForwardArgs::block_table, ::seqused_k): each
 // sequence's keys are gathered (tensor_io.h) into a dense fp32 copy and run
 // through tiled_forward as a batch of one, so that the reference is the dense forward's
-// and shares none of the GPU's page arithmetic.
+// and shares none of the GPU's page arithmetic. Packed queries (p.varlen) are viewed per
+// sequence as a dense batch of one (packed_rows.h).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 
 #include "runtime/cpu/attention_geometry.h"
 #include "runtime/cpu/cpu_attention.h"
+#include "runtime/cpu/packed_rows.h"
 #include "runtime/cpu/tensor_io.h"
 
 namespace flashgen::cpu {
@@ -65,9 +67,28 @@ void kv_cache_forward(const ForwardArgs& args, const Problem& p, int threads) {
 
   const std::int64_t d = p.head_dim;
   for (std::int64_t b = 0; b < p.batch; ++b) {
+    // Sequence b's queries, outputs and lse as a batch of one.
+    ForwardArgs one;
+    Problem sequence = p;
+    if (p.varlen) {
+      const PackedRange rows = packed_range(args.varlen.cu_seqlens_q, b);
+      if (rows.rows == 0) continue;
+      one.q = rows_view(args.q, rows);
+      one.o = rows_view(args.o, rows);
+      one.lse = lse_view(args.lse, rows);
+      sequence.seqlen_q = rows.rows;
+    } else {
+      one.q = batch_view(args.q, b);
+      one.o = batch_view(args.o, b);
+      if (p.has_lse) one.lse = batch_view(args.lse, b);
+    }
+    one.options = args.options;
+    sequence.batch = 1;
+    sequence.varlen = false;
+    sequence.total_q = 0;
     const std::int64_t n = keys[b];
     if (n == 0) {
-      store_without_keys(args, p, b);
+      store_without_keys(one, sequence, 0);
       continue;
     }
     // The sequence's keys as fp32 (exact in every input dtype), head-major: (1, n, heads_kv,
@@ -86,15 +107,8 @@ void kv_cache_forward(const ForwardArgs& args, const Problem& p, int threads) {
       t.stride = {p.heads_kv * n * d, d, n * d, 1};
       return t;
     };
-    ForwardArgs one;
-    one.q = batch_view(args.q, b);
     one.k = dense(k);
     one.v = dense(v);
-    one.o = batch_view(args.o, b);
-    if (p.has_lse) one.lse = batch_view(args.lse, b);
-    one.options = args.options;
-    Problem sequence = p;
-    sequence.batch = 1;
     sequence.seqlen_k = n;
     sequence.paged = sequence.has_seqused_k = false;
     sequence.num_pages = sequence.page_size = sequence.max_pages_per_seq = 0;

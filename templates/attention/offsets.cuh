@@ -44,6 +44,13 @@ class TensorRows : public Rows {
   }
 };
 
+// Sequence b of packed rows: start = cu[b] in [0, total], length = cu[b + 1] - start in
+// [0, min(max_len, total - start)], so that a bad offset reads and writes nothing outside.
+__device__ __forceinline__ void packed_range(const int* cu, int b, int total, int max_len, int& start, int& len) {
+  start = min(max(cu[b], 0), total);
+  len = min(max(cu[b + 1] - start, 0), min(max_len, total - start));
+}
+
 // Every value is read from the parameter block where it is used (kernel parameters are
 // constant-bank operands on the GPU), so that nothing here holds registers across a mainloop.
 class DenseRows {
@@ -67,8 +74,11 @@ class DenseRows {
     return rows(base, s, h, row);
   }
 
-  // Index of query row 0 of head h in lse (batch, heads_q, seqlen_q).
+  // Index of query row 0 of head h in lse (batch, heads_q, seqlen_q), and lse's rows.
   __device__ __forceinline__ i64 lse_row(int h) const { return (static_cast<i64>(b_) * p_.heads_q + h) * p_.seqlen_q; }
+  static __device__ __forceinline__ i64 lse_rows(const FlashAttentionParams& p) {
+    return static_cast<i64>(p.batch) * p.heads_q * p.seqlen_q;
+  }
   // Index of query row 0 of head h in D and the dQ accumulator's rows (batch, heads_q, seqlen_q_rounded).
   __device__ __forceinline__ i64 accum_row(int h) const {
     return (static_cast<i64>(b_) * p_.heads_q + h) * p_.seqlen_q_rounded;
@@ -99,8 +109,8 @@ class DenseRows {
 class VarlenRows {
  public:
   __device__ __forceinline__ VarlenRows(const FlashAttentionParams& p, int batch) : p_(p), b_(batch) {
-    range(p.cu_seqlens_q, batch, p.total_q, p.seqlen_q, start_q_, seqlen_q_);
-    range(p.cu_seqlens_k, batch, p.total_k, p.seqlen_k, start_k_, seqlen_k_);
+    packed_range(p.cu_seqlens_q, batch, p.total_q, p.seqlen_q, start_q_, seqlen_q_);
+    packed_range(p.cu_seqlens_k, batch, p.total_k, p.seqlen_k, start_k_, seqlen_k_);
   }
 
   __device__ __forceinline__ int seqlen_q() const { return seqlen_q_; }
@@ -145,11 +155,6 @@ class VarlenRows {
   template <class T>
   __device__ __forceinline__ static T* at(T* base, const FlashStrides& s, int h, int row) {
     return base + h * s.head + static_cast<i64>(row) * s.row;
-  }
-  // start = cu[b] in [0, total], length = cu[b + 1] - start in [0, min(max_len, total - start)].
-  __device__ __forceinline__ static void range(const int* cu, int b, int total, int max_len, int& start, int& len) {
-    start = min(max(cu[b], 0), total);
-    len = min(max(cu[b + 1] - start, 0), min(max_len, total - start));
   }
 
   int b_;

@@ -35,6 +35,7 @@ struct FwdSplitKvKernel {
     const PackedRows packed{group, w.head_kv * group};
     const int r0 = w.m_block * Cfg::kBlockM;
     const int rows_q = min(Cfg::kBlockM, off.seqlen_q() * group - r0);
+    if (Cfg::kVarlen && rows_q <= 0) return;  // packed: the grid covers the longest sequence
     const u32 smem = smem_u32(dynamic_smem());
     const Mainloop mainloop(off, smem, packed, w.head_kv, r0, warp, lane);
     mainloop.load_q(p, off, packed, r0, rows_q, tid);

@@ -18,8 +18,8 @@ struct FwdSplitKvEpilogue {
   // acc_o and lse: the warp's O over its keys, normalised by its own row sums, and its lse
   // (SoftmaxLedger::finish), for its Layout::kWarpRows rows. Rows r0.. (rows_q of them) of
   // the packed tile.
-  template <class Layout, int kRT, int kDT>
-  static __device__ __forceinline__ void store(const FlashAttentionParams& p, const DenseOffsets& off,
+  template <class Layout, class Offsets, int kRT, int kDT>
+  static __device__ __forceinline__ void store(const FlashAttentionParams& p, const Offsets& off,
                                                const PackedRows& packed, u32 smem, int r0, int rows_q, int split,
                                                const float (&acc_o)[kRT][kDT][4], const float (&lse)[kRT][2],
                                                int warp, int lane, int tid) {
@@ -39,7 +39,7 @@ struct FwdSplitKvEpilogue {
 
     constexpr int kChunks = Cfg::kHeadDimPadded / 8;
     constexpr int kSlices = Layout::kKeySlices;
-    const i64 rows_all = static_cast<i64>(p.batch) * p.heads_q * p.seqlen_q;
+    const i64 rows_all = Offsets::lse_rows(p);  // the partials are in lse's row order
     for (int i = tid; i < rows_q * kChunks; i += Cfg::kThreads) {
       const int row = i / kChunks, c = i % kChunks;
       // The row's group: warps w0 .. w0 + kSlices - 1 hold it as their row `wrow`.

@@ -23,7 +23,7 @@ namespace flash {
 
 template <class Cfg>
 struct FwdSplitKvMainloop {
-  using Offsets = KvCacheOffsets<Cfg::kPaged>;
+  using Offsets = KvCacheOffsets<Cfg::kPaged, Cfg::kVarlen>;
   static_assert(!Cfg::kWgmma, "mma.sync: each warp multiplies all rows of the tile by its slice of keys");
   static constexpr int kKeySlices = Cfg::kWarps < Cfg::kBlockN / 16 ? Cfg::kWarps : Cfg::kBlockN / 16;
   static constexpr int kRowGroups = Cfg::kWarps / kKeySlices;

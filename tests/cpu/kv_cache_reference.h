@@ -55,30 +55,69 @@ inline PagedCache make_paged_cache(const std::vector<float>& k, const std::vecto
   return c;
 }
 
-// The oracle of a forward over a dense (batch, capacity, ...) cache whose sequence b has
-// lengths[b] keys; p is the dense problem (seqlen_k = capacity). o in q's layout, lse
-// (batch, heads_q, seqlen_q); a sequence without keys gets o = 0, lse = -inf.
-inline cpu::Fp64Outputs kv_cache_oracle(const Problem& p, const std::vector<double>& q, const std::vector<double>& k,
-                                        const std::vector<double>& v, const std::vector<int>& lengths, int threads) {
-  const std::int64_t q_elems = p.seqlen_q * p.heads_q * p.head_dim, row = p.heads_kv * p.head_dim;
-  const std::int64_t lse_elems = p.heads_q * p.seqlen_q;
+// The oracle of a forward over a dense (batch, capacity, heads_kv, head_dim) cache whose
+// sequence b has lengths[b] keys, its queries rows [cu_q[b], cu_q[b + 1]) of q (total_q,
+// heads_q, head_dim); p is the dense problem (seqlen_k = capacity; batch and seqlen_q
+// unused). o packed like q, lse (heads_q, total_q); a sequence without keys gets o = 0, lse
+// = -inf; rows outside every sequence are NaN (nothing writes them).
+inline cpu::Fp64Outputs packed_kv_cache_oracle(const Problem& p, const std::vector<double>& q,
+                                               const std::vector<double>& k, const std::vector<double>& v,
+                                               const std::vector<int>& cu_q, std::int64_t total_q,
+                                               const std::vector<int>& lengths, int threads) {
+  const std::int64_t q_row = p.heads_q * p.head_dim, row = p.heads_kv * p.head_dim;
   cpu::Fp64Outputs out;
-  out.o.assign(static_cast<std::size_t>(p.batch * q_elems), 0.0);
-  out.lse.assign(static_cast<std::size_t>(p.batch * lse_elems), -std::numeric_limits<double>::infinity());
-  for (std::int64_t b = 0; b < p.batch; ++b) {
-    if (lengths[b] == 0) continue;
+  out.o.assign(static_cast<std::size_t>(total_q * q_row), std::numeric_limits<double>::quiet_NaN());
+  out.lse.assign(static_cast<std::size_t>(p.heads_q * total_q), std::numeric_limits<double>::quiet_NaN());
+  for (std::size_t b = 0; b + 1 < cu_q.size(); ++b) {
+    const std::int64_t first = cu_q[b], rows = cu_q[b + 1] - first;
+    for (std::int64_t h = 0; h < p.heads_q; ++h)
+      std::fill_n(out.lse.begin() + h * total_q + first, rows, -std::numeric_limits<double>::infinity());
+    std::fill_n(out.o.begin() + first * q_row, rows * q_row, 0.0);
+    if (rows == 0 || lengths[b] == 0) continue;
     Problem one = p;
     one.batch = 1;
+    one.seqlen_q = rows;
     one.seqlen_k = lengths[b];
     const auto at = [](const std::vector<double>& x, std::int64_t from, std::int64_t n) {
       return std::vector<double>(x.begin() + from, x.begin() + from + n);
     };
-    const cpu::Fp64Outputs r = cpu::standard_forward_f64(one, at(q, b * q_elems, q_elems),
-                                                         at(k, b * p.seqlen_k * row, lengths[b] * row),
-                                                         at(v, b * p.seqlen_k * row, lengths[b] * row), threads);
-    std::copy(r.o.begin(), r.o.end(), out.o.begin() + b * q_elems);
-    std::copy(r.lse.begin(), r.lse.end(), out.lse.begin() + b * lse_elems);
+    const std::int64_t keys = static_cast<std::int64_t>(b) * p.seqlen_k * row;
+    const cpu::Fp64Outputs r = cpu::standard_forward_f64(one, at(q, first * q_row, rows * q_row),
+                                                         at(k, keys, lengths[b] * row), at(v, keys, lengths[b] * row),
+                                                         threads);
+    std::copy(r.o.begin(), r.o.end(), out.o.begin() + first * q_row);
+    for (std::int64_t h = 0; h < p.heads_q; ++h)
+      std::copy_n(r.lse.begin() + h * rows, rows, out.lse.begin() + h * total_q + first);
   }
+  return out;
+}
+
+// Dense queries: p.batch sequences of p.seqlen_q rows each, packed back to back.
+inline std::vector<int> dense_query_offsets(const Problem& p) {
+  std::vector<int> cu(static_cast<std::size_t>(p.batch + 1));
+  for (std::int64_t b = 0; b <= p.batch; ++b) cu[b] = static_cast<int>(b * p.seqlen_q);
+  return cu;
+}
+
+// lse (heads_q, batch * seqlen_q) of dense queries in the dense order (batch, heads_q, seqlen_q).
+template <class T>
+std::vector<T> dense_lse(const Problem& p, const std::vector<T>& packed) {
+  std::vector<T> out(packed.size());
+  const std::int64_t total = p.batch * p.seqlen_q;
+  for (std::int64_t b = 0; b < p.batch; ++b)
+    for (std::int64_t h = 0; h < p.heads_q; ++h)
+      std::copy_n(packed.begin() + h * total + b * p.seqlen_q, p.seqlen_q,
+                  out.begin() + (b * p.heads_q + h) * p.seqlen_q);
+  return out;
+}
+
+// The oracle over the cache for dense queries (batch, seqlen_q, heads_q, head_dim): o in q's
+// layout, lse (batch, heads_q, seqlen_q).
+inline cpu::Fp64Outputs kv_cache_oracle(const Problem& p, const std::vector<double>& q, const std::vector<double>& k,
+                                        const std::vector<double>& v, const std::vector<int>& lengths, int threads) {
+  cpu::Fp64Outputs out =
+      packed_kv_cache_oracle(p, q, k, v, dense_query_offsets(p), p.batch * p.seqlen_q, lengths, threads);
+  out.lse = dense_lse(p, out.lse);
   return out;
 }
 

@@ -4,7 +4,9 @@
 // per-sequence key counts including 0, options; and the indices it must refuse.
 #include <gtest/gtest.h>
 #include <gmock/gmock.h>
+#include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -78,6 +80,17 @@ Call make_call(const Cache& c, std::mt19937& rng) {
   return x;
 }
 
+// The call is refused as invalid_argument with `message` in its text.
+void expect_error(const ForwardArgs& a, const std::string& message) {
+  try {
+    Runtime().forward(a);
+    ADD_FAILURE() << "accepted; expected " << message;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), Status::invalid_argument);
+    EXPECT_THAT(e.what(), HasSubstr(message));
+  }
+}
+
 class KvCacheCpu : public ::testing::TestWithParam<Cache> {};
 
 TEST_P(KvCacheCpu, ForwardMatchesTheOracle) {
@@ -103,6 +116,93 @@ INSTANTIATE_TEST_SUITE_P(Caches, KvCacheCpu,
                          ::testing::Values(Cache{}, Cache{.page_size = 1}, Cache{.page_size = 16, .causal = true},
                                            Cache{.capacity = 64, .page_size = 64, .window_left = 9, .softcap = 20.0f},
                                            Cache{.seqlen_q = 20, .page_size = 0, .causal = true}));
+
+// Packed queries over the cache (ForwardArgs::varlen with cu_seqlens_k null): sequence b has
+// query_rows[b] rows of the packed q, which starts with a row no sequence owns and ends with
+// another; o and lse there must stay as they were.
+struct PackedCall {
+  Call x;
+  std::vector<int> cu_q;
+  std::int64_t total_q = 0;
+};
+
+PackedCall make_packed_call(const Cache& c, const std::vector<int>& query_rows, std::mt19937& rng) {
+  PackedCall pc{make_call(c, rng), {}, 0};
+  Call& x = pc.x;
+  pc.cu_q = {1};
+  for (int n : query_rows) pc.cu_q.push_back(pc.cu_q.back() + n);
+  pc.total_q = pc.cu_q.back() + 1;
+  const std::int64_t total = pc.total_q;
+  x.q.resize(static_cast<std::size_t>(total * c.heads_q * c.head_dim));
+  std::normal_distribution<float> dist;
+  for (float& e : x.q) e = dist(rng);
+  x.o.assign(x.q.size(), std::numeric_limits<float>::quiet_NaN());
+  x.lse.assign(static_cast<std::size_t>(c.heads_q * total), std::numeric_limits<float>::quiet_NaN());
+  ForwardArgs& a = x.args;
+  a.q = Tensor::contiguous3(x.q.data(), DType::f32, {total, c.heads_q, c.head_dim});
+  a.o = Tensor::contiguous3(x.o.data(), DType::f32, {total, c.heads_q, c.head_dim});
+  a.lse = Tensor::contiguous(x.lse.data(), DType::f32, {c.heads_q, total, 1, 1});
+  a.lse.rank = 2;
+  a.varlen.cu_seqlens_q = Tensor::contiguous(pc.cu_q.data(), DType::i32, {static_cast<std::int64_t>(pc.cu_q.size()), 1, 1, 1});
+  a.varlen.cu_seqlens_q.rank = 1;
+  a.varlen.max_seqlen_q = *std::max_element(query_rows.begin(), query_rows.end());
+  return pc;
+}
+
+TEST(KvCacheCpu, PackedQueriesMatchTheOracle) {
+  const unsigned seed = std::random_device{}();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::mt19937 rng(seed);
+  // Key counts {0, 1, capacity, random}: queries without keys, prefill chunks and decode steps.
+  for (const Cache& c : {Cache{}, Cache{.page_size = 0, .causal = true}, Cache{.page_size = 16, .causal = true},
+                         Cache{.page_size = 1, .window_left = 3, .softcap = 10.0f}}) {
+    SCOPED_TRACE(::testing::Message() << "page_size " << c.page_size << " causal " << c.causal);
+    PackedCall pc = make_packed_call(c, {2, 0, 6, 1}, rng);
+    Call& x = pc.x;
+    Runtime().forward(x.args);
+    const cpu::Fp64Outputs ref = packed_kv_cache_oracle(x.dense, {x.q.begin(), x.q.end()}, {x.k.begin(), x.k.end()},
+                                                        {x.v.begin(), x.v.end()}, pc.cu_q, pc.total_q, x.lengths, 1);
+    for (std::size_t i = 0; i < x.o.size(); ++i) {
+      if (std::isnan(ref.o[i])) {
+        ASSERT_TRUE(std::isnan(x.o[i])) << "o[" << i << "] belongs to no sequence";
+      } else {
+        ASSERT_NEAR(x.o[i], ref.o[i], 1e-5) << "o[" << i << "]";
+      }
+    }
+    for (std::size_t i = 0; i < x.lse.size(); ++i) {
+      if (std::isnan(ref.lse[i]) || std::isinf(ref.lse[i])) {
+        EXPECT_EQ(std::isnan(x.lse[i]), std::isnan(ref.lse[i])) << "lse[" << i << "]";
+        EXPECT_EQ(std::isinf(x.lse[i]), std::isinf(ref.lse[i])) << "lse[" << i << "]";
+      } else {
+        ASSERT_NEAR(x.lse[i], ref.lse[i], 1e-5) << "lse[" << i << "]";
+      }
+    }
+  }
+}
+
+TEST(KvCacheCpu, PackedQueriesAreValidatedAgainstTheCache) {
+  std::mt19937 rng(9);
+  PackedCall pc = make_packed_call(Cache{}, {2, 0, 6, 1}, rng);
+  ForwardArgs a = pc.x.args;
+  a.seqused_k.shape[0] = 3;
+  expect_error(a, "seqused_k: shape[0] (batch) is 3, expected 4 like varlen.cu_seqlens_q (batch + 1)");
+  a = pc.x.args;
+  a.block_table.shape[0] = 5;
+  expect_error(a, "block_table: shape[0] (batch) is 5, expected 4 like varlen.cu_seqlens_q (batch + 1)");
+  a = pc.x.args;
+  a.varlen.cu_seqlens_k = a.varlen.cu_seqlens_q;
+  expect_error(a, "varlen.cu_seqlens_k: is set with a KV cache");
+  a = pc.x.args;
+  a.varlen.max_seqlen_q = 5;
+  expect_error(a, "varlen.cu_seqlens_q: sequence 2 has 6 rows, expected at most varlen.max_seqlen_q = 5");
+  a = pc.x.args;
+  a.lse.shape[1] -= 1;
+  expect_error(a, fmt::format("lse: shape[1] (total_q) is {}, expected {} like q", pc.total_q - 1, pc.total_q));
+  pc.cu_q[4] = static_cast<int>(pc.total_q) + 1;
+  expect_error(pc.x.args, fmt::format("varlen.cu_seqlens_q: [4] is {}, expected at most q: shape[0] (total_q) = {}",
+                                      pc.total_q + 1, pc.total_q));
+  for (float o : pc.x.o) EXPECT_TRUE(std::isnan(o)) << "a refused call wrote o";
+}
 
 // Indices readable on the host are checked before any output is written.
 TEST(KvCacheCpu, RefusesIndicesOutsideTheCache) {
@@ -132,16 +232,6 @@ TEST(KvCacheCpu, RefusesIndicesOutsideTheCache) {
 TEST(KvCacheCpu, ValidatesTheIndexTensors) {
   std::mt19937 rng(8);
   Call x = make_call(Cache{}, rng);
-  Runtime rt;
-  auto expect_error = [&](ForwardArgs a, const char* message) {
-    try {
-      rt.forward(a);
-      ADD_FAILURE() << "accepted; expected " << message;
-    } catch (const Error& e) {
-      EXPECT_EQ(e.status(), Status::invalid_argument);
-      EXPECT_THAT(e.what(), HasSubstr(message));
-    }
-  };
   ForwardArgs a = x.args;
   a.block_table.dtype = DType::f32;
   expect_error(a, "block_table: dtype is 0, expected int32 (3)");

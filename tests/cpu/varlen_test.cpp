@@ -471,15 +471,24 @@ const Rejection kRejections[] = {
        both(f, g, [](auto& a) { a.lse.stride[0] += 1; });
        return fmt::format("lse: strides are ({}, 1), expected contiguous ({}, 1)", x.total_q + 1, x.total_q);
      }},
-    {"with_block_table", Status::unsupported, kForward,
+    // Over a KV cache only the queries are packed (kv_cache_test.cpp runs them).
+    {"cu_seqlens_k_with_block_table", Status::invalid_argument, kForward,
      [](Packed& x, ForwardArgs& f, BackwardArgs&) -> std::string {
        f.block_table = index_tensor(x.cu_k);
-       return "varlen: packed sequences with a KV cache (block_table or seqused_k) are not supported yet";
+       return "varlen.cu_seqlens_k: is set with a KV cache (block_table or seqused_k), expected null";
      }},
-    {"with_seqused_k", Status::unsupported, kForward,
+    {"max_seqlen_k_with_seqused_k", Status::invalid_argument, kForward,
      [](Packed& x, ForwardArgs& f, BackwardArgs&) -> std::string {
        f.seqused_k = index_tensor(x.cu_k);
-       return "varlen: packed sequences with a KV cache";
+       f.varlen.cu_seqlens_k = {};
+       return "varlen.max_seqlen_k: is 5 with a KV cache (block_table or seqused_k), expected 0";
+     }},
+    {"packed_keys_with_seqused_k", Status::invalid_argument, kForward,
+     [](Packed& x, ForwardArgs& f, BackwardArgs&) -> std::string {
+       f.seqused_k = index_tensor(x.cu_k);
+       f.varlen.cu_seqlens_k = {};
+       f.varlen.max_seqlen_k = 0;
+       return "k: rank is 3, expected 4 (batch, seqlen_k, heads_kv, head_dim)";
      }},
 };
 

@@ -59,7 +59,7 @@ constexpr const char* kStages = R"(Stages (what --emit selects):
 
 --pass all dumps every kernel of the forward+backward variant: fwd (fwd_splitkv and
 fwd_combine for a decode, --seqlen-q <= 16, or a paged cache, --paged, which has no
-backward), bwd_preprocess, bwd_dkdv and bwd_dq_convert (bwd_dq with --deterministic),
+backward; --paged --varlen: queries packed over it), bwd_preprocess, bwd_dkdv and bwd_dq_convert (bwd_dq with --deterministic),
 with the tiles the runtime
 picks: the heuristic table or, with --tuning-dir DIR (the runtime's cache directory),
 the autotune winners DIR/autotune.json holds for --device (default: its sole device

@@ -37,6 +37,8 @@ Problem problem_of(const test::EmulationCase& c) {
   p.options.softcap = c.softcap;
   p.options.deterministic = c.deterministic;
   p.varlen = c.varlen;  // selects the varlen kernels; the sizes do not matter for the specs
+  p.has_seqused_k = c.cache_page_size >= 0;
+  p.paged = c.cache_page_size > 0;
   return p;
 }
 
@@ -72,7 +74,8 @@ int main(int argc, char** argv) {
   for (const test::EmulationCase& c : test::emulation_cases()) {
     const Problem p = problem_of(c);
     std::vector<KernelLaunch> plan = plan_forward(ForwardArgs{}, p, Arch::sm_80, 1, nullptr);
-    for (const KernelLaunch& l : plan_backward(BackwardArgs{}, p, Arch::sm_80, nullptr)) plan.push_back(l);
+    if (!p.kv_cache())  // a cache has no backward
+      for (const KernelLaunch& l : plan_backward(BackwardArgs{}, p, Arch::sm_80, nullptr)) plan.push_back(l);
     for (const KernelLaunch& l : plan)
       if (seen.insert(l.spec.uri()).second) specs.push_back(l.spec);
   }

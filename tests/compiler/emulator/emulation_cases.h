@@ -21,7 +21,14 @@ struct EmulationCase {
   // Packed sequences (varlen): `batch` sequences of varlen_lengths(seqlen_q / seqlen_k, b) rows,
   // seqlen_q and seqlen_k being the max_seqlen bounds.
   bool varlen = false;
+  // Over a KV cache with per-sequence key counts (seqused_k, kv_cache_key_count): -1 none,
+  // 0 a dense (batch, seqlen_k, ...) cache, else a paged one of this page size. With varlen
+  // only the queries are packed.
+  int cache_page_size = -1;
 };
+
+// Sequence b's keys in a KV-cache case: none, then shorter and shorter from the capacity.
+inline int kv_cache_key_count(int capacity, int b) { return b == 0 ? 0 : capacity - 13 * b; }
 
 // Sequence b's length in a varlen case: the bound, an empty one, then shorter and shorter.
 inline int varlen_length(int bound, int b) { return b == 1 ? 0 : bound - (bound * b) / 5; }
@@ -65,6 +72,11 @@ inline std::vector<EmulationCase> emulation_cases() {
       {64, 150, 150, 4, 2, 1, true, -1, -1, 0.0f, DType::bf16, false, false, 1, true},
       {80, 97, 130, 3, 2, 2, false, 20, 10, 0.0f, DType::f16, true, false, 1, true},
       {40, 70, 70, 3, 3, 1, false, -1, -1, 25.0f, DType::bf16, false, false, 1, true},
+      // Over a KV cache (split-KV at any seqlen_q): queries packed over a paged and over a
+      // dense cache (split), dense queries over a paged cache with a window and softcap.
+      {128, 21, 300, 4, 4, 2, true, -1, -1, 0.0f, DType::bf16, false, false, 1, true, 16},
+      {64, 3, 600, 3, 4, 1, false, -1, -1, 0.0f, DType::f16, false, false, 2, true, 0},
+      {96, 2, 150, 2, 4, 2, false, 30, 0, 10.0f, DType::bf16, false, false, 1, false, 7},
   };
 }
 

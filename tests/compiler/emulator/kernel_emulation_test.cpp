@@ -14,10 +14,12 @@
 #include "attention_rule.h"
 #include "emulation_cases.h"
 #include "input_precision_reference.h"
+#include "kv_cache_pt.h"
 #include "runtime/cpu/cpu_attention.h"
 #include "runtime/cpu/dtype_convert.h"
 #include "runtime/launch_plan.h"
 #include "sm80_emulator.h"
+#include "tests/cpu/kv_cache_reference.h"
 #include "varlen_reference.h"
 
 namespace flashgen::test {
@@ -94,10 +96,11 @@ void run_plan(const std::vector<KernelLaunch>& plan) {
 }
 
 std::string name_of(const EmulationCase& c) {
-  return fmt::format("d{}_q{}_k{}_b{}_h{}x{}_{}{}{}{}{}{}{}", c.head_dim, c.seqlen_q, c.seqlen_k, c.batch, c.heads_q,
+  return fmt::format("d{}_q{}_k{}_b{}_h{}x{}_{}{}{}{}{}{}{}{}", c.head_dim, c.seqlen_q, c.seqlen_k, c.batch, c.heads_q,
                      c.heads_kv, c.dtype == DType::bf16 ? "bf16" : "fp16", c.causal ? "_causal" : "",
                      c.window_left >= 0 || c.window_right >= 0 ? "_window" : "", c.softcap > 0 ? "_softcap" : "",
-                     c.deterministic ? "_det" : "", c.packed_qkv ? "_packed" : "", c.varlen ? "_varlen" : "");
+                     c.deterministic ? "_det" : "", c.packed_qkv ? "_packed" : "", c.varlen ? "_varlen" : "",
+                     c.cache_page_size < 0 ? "" : fmt::format("_cache{}", c.cache_page_size));
 }
 
 // Packed sequences (ForwardArgs::varlen) of varlen_length() rows each, two spare rows after
@@ -183,6 +186,102 @@ void run_varlen(const EmulationCase& c, std::mt19937& rng) {
   EXPECT_TRUE(untouched(dk, used_k * krow) && untouched(dv, used_k * krow)) << "dk or dv written past the sequences";
 }
 
+// A forward over a KV cache (EmulationCase::cache_page_size) with kv_cache_key_count() keys
+// per sequence: a paged cache's pages shuffled, NaN in the rows no sequence owns; queries
+// dense or packed (varlen_length() rows each, a spare row before and after that must stay
+// poisoned); split as an H200 would split it; against the per-sequence oracle.
+void run_kv_cache(const EmulationCase& c, std::mt19937& rng) {
+  const DType t = c.dtype;
+  const std::int64_t qrow = std::int64_t{c.heads_q} * c.head_dim, krow = std::int64_t{c.heads_kv} * c.head_dim;
+  std::vector<int> cu{c.varlen ? 1 : 0}, lengths;
+  for (int b = 0; b < c.batch; ++b) {
+    cu.push_back(cu.back() + (c.varlen ? varlen_length(c.seqlen_q, b) : c.seqlen_q));
+    lengths.push_back(kv_cache_key_count(c.seqlen_k, b));
+  }
+  const std::int64_t total_q = cu.back() + (c.varlen ? 1 : 0);
+  const std::vector<float> qv = random_values(rng, total_q * qrow, t), kv = random_values(rng, c.batch * c.seqlen_k * krow, t),
+                           vv = random_values(rng, kv.size(), t);
+  std::vector<float> k_cache = kv, v_cache = vv;
+  Shape kv_shape{c.batch, c.seqlen_k, c.heads_kv, c.head_dim};
+  PagedCache pages;
+  if (c.cache_page_size > 0) {
+    pages = make_paged_cache(kv, vv, c.batch, c.seqlen_k, krow, lengths, c.cache_page_size, rng, NAN);
+    k_cache = pages.k, v_cache = pages.v;
+    kv_shape = {pages.num_pages, c.cache_page_size, c.heads_kv, c.head_dim};
+  }
+  const auto bits = [&](const std::vector<float>& x) {
+    std::vector<std::uint16_t> out(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) out[i] = to_bits(t, x[i]);
+    return out;
+  };
+  std::vector<std::uint16_t> q = bits(qv), k = bits(k_cache), v = bits(v_cache), o(q.size(), 0xffff);
+  std::vector<float> lse(static_cast<std::size_t>(c.heads_q * total_q), NAN);
+  const auto index = [](std::vector<int>& x, std::int64_t rows, std::int64_t columns = 0) {
+    Tensor r = Tensor::contiguous(x.data(), DType::i32, {rows, std::max<std::int64_t>(columns, 1), 1, 1});
+    r.rank = columns > 0 ? 2 : 1;
+    return r;
+  };
+  ForwardArgs fa;
+  if (c.varlen) {
+    fa.q = Tensor::contiguous3(q.data(), t, {total_q, c.heads_q, c.head_dim});
+    fa.o = Tensor::contiguous3(o.data(), t, {total_q, c.heads_q, c.head_dim});
+    fa.lse = Tensor::contiguous(lse.data(), DType::f32, {c.heads_q, total_q, 1, 1});
+    fa.lse.rank = 2;
+    fa.varlen.cu_seqlens_q = index(cu, c.batch + 1);
+    fa.varlen.max_seqlen_q = c.seqlen_q;
+  } else {
+    fa.q = Tensor::contiguous(q.data(), t, {c.batch, c.seqlen_q, c.heads_q, c.head_dim});
+    fa.o = Tensor::contiguous(o.data(), t, {c.batch, c.seqlen_q, c.heads_q, c.head_dim});
+    fa.lse = Tensor::contiguous3(lse.data(), DType::f32, {c.batch, c.heads_q, c.seqlen_q});
+  }
+  fa.k = Tensor::contiguous(k.data(), t, kv_shape);
+  fa.v = Tensor::contiguous(v.data(), t, kv_shape);
+  if (c.cache_page_size > 0) fa.block_table = index(pages.table, c.batch, pages.max_pages);
+  fa.seqused_k = index(lengths, c.batch);
+  fa.options.causal = c.causal;
+  fa.options.window_left = c.window_left;
+  fa.options.window_right = c.window_right;
+  fa.options.softcap = c.softcap;
+  // Validated as a GPU call would be (the offsets are not read there), planned for sm_80.
+  for (Tensor* x : {&fa.q, &fa.k, &fa.v, &fa.o, &fa.lse, &fa.block_table, &fa.seqused_k, &fa.varlen.cu_seqlens_q})
+    x->device = 0;
+  const Problem p = validate_forward(fa);
+  const std::vector<KernelSpec> specs = select_forward_kernels(problem_key(p), Arch::sm_80);
+  const int splits = split_count(p, specs, 132);
+  EXPECT_GE(splits, c.min_splits);
+  std::vector<float> workspace(forward_workspace_bytes(p, splits) / sizeof(float), NAN);
+  run_plan(plan_forward(fa, p, specs, splits, workspace.data()));
+
+  // The oracles' problem: the dense cache's rows, its heads and the resolved options.
+  Problem dense = p;
+  dense.seqlen_k = c.seqlen_k;
+  dense.varlen = dense.paged = dense.has_seqused_k = false;
+  const int threads = std::max(1u, std::thread::hardware_concurrency());
+  const cpu::Fp64Outputs ref = packed_kv_cache_oracle(dense, {qv.begin(), qv.end()}, {kv.begin(), kv.end()},
+                                                      {vv.begin(), vv.end()}, cu, total_q, lengths, threads);
+  const std::vector<float> pt = packed_kv_cache_pt(dense, qv, kv, vv, cu, total_q, lengths, threads);
+  const std::int64_t first = cu.front() * qrow, end = cu.back() * qrow;
+  std::vector<float> out(static_cast<std::size_t>(end - first));
+  for (std::int64_t i = first; i < end; ++i) out[i - first] = from_bits(t, o[i]);
+  expect_rule("o", out, {ref.o.begin() + first, ref.o.begin() + end}, {pt.begin() + first, pt.begin() + end}, t,
+              c.softcap > 0 ? 3.0 : 2.0);
+  // lse in the packed order (heads_q, total_q); dense queries wrote (batch, heads_q, seqlen_q).
+  std::vector<float> got;
+  std::vector<double> want;
+  for (int h = 0; h < c.heads_q; ++h)
+    for (int b = 0; b < c.batch; ++b)
+      for (int i = cu[b]; i < cu[b + 1]; ++i) {
+        got.push_back(c.varlen ? lse[h * total_q + i] : lse[(b * c.heads_q + h) * c.seqlen_q + i - cu[b]]);
+        want.push_back(ref.lse[h * total_q + i]);
+      }
+  expect_lse(got, want);
+  const auto untouched = [](const std::vector<std::uint16_t>& x, std::int64_t from, std::int64_t to) {
+    return std::all_of(x.begin() + from, x.begin() + to, [](std::uint16_t b) { return b == 0xffff; });
+  };
+  EXPECT_TRUE(untouched(o, 0, first) && untouched(o, end, static_cast<std::int64_t>(o.size())))
+      << "o written in rows no sequence owns";
+}
+
 class KernelEmulation : public ::testing::TestWithParam<EmulationCase> {};
 
 TEST_P(KernelEmulation, ForwardBackwardMatchOracle) {
@@ -190,6 +289,7 @@ TEST_P(KernelEmulation, ForwardBackwardMatchOracle) {
   const unsigned seed = std::random_device{}();
   SCOPED_TRACE(fmt::format("seed {}", seed));
   std::mt19937 rng(seed);
+  if (c.cache_page_size >= 0) return run_kv_cache(c, rng);
   if (c.varlen) return run_varlen(c, rng);
   const DType t = c.dtype;
   const Shape qs{c.batch, c.seqlen_q, c.heads_q, c.head_dim}, ks{c.batch, c.seqlen_k, c.heads_kv, c.head_dim};
