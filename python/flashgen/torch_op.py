@@ -32,13 +32,18 @@ def _dtype_code(name, t):
 
 def _view(name, t):
     """A flashgen_tensor borrowing `t`'s memory (the caller keeps `t` alive)."""
-    code = _dtype_code(name, t)
-    strides = list(t.stride())
-    if t.dim() and t.size(-1) == 1:
-        strides[-1] = 1  # a size-1 dimension's stride is irrelevant; flashgen wants 1 here
-    if t.device.type not in ("cpu", "cuda"):
+    code = _DTYPES.get(t.dtype)
+    if code is None:
+        _dtype_code(name, t)  # raises, naming the argument
+    strides = t.stride()
+    if strides and t.size(-1) == 1:
+        strides = strides[:-1] + (1,)  # a size-1 dimension's stride is irrelevant; flashgen wants 1 here
+    if t.is_cuda:
+        device = t.get_device()
+    elif t.device.type == "cpu":
+        device = _capi.CPU
+    else:
         raise ValueError(f"{name}: device is {t.device}, expected a CPU or CUDA tensor")
-    device = _capi.CPU if t.device.type == "cpu" else t.device.index
     return _capi.tensor(name, t.data_ptr(), code, device, t.shape, strides)
 
 
@@ -72,6 +77,33 @@ def _views(like, names=None, like_name="q"):
     return view
 
 
+# Argument structs per call signature: everything but the data pointers (field names, dtypes,
+# devices, shapes, strides, options, bounds). Built view by view a struct costs ~4 us a tensor,
+# most of a small call's Python time; for a signature seen before, a copy of its struct with the
+# new pointers costs ~3 us. The library validates every call all the same.
+_ARG_STRUCTS = {}
+_ARG_STRUCTS_MAX = 256
+
+
+def _cached_args(kind, extra, tensors, build):
+    """A fresh _capi args struct over `tensors` (field name -> tensor, or None for an absent one): a
+    copy of the struct build() made for the same signature (kind, extra and the tensors' layouts),
+    with their data pointers."""
+    key = (kind, extra, *((name, t.dtype, t.device, t.shape, t.stride()) for name, t in tensors.items()
+                          if t is not None))
+    template = _ARG_STRUCTS.get(key)
+    if template is None:
+        template = build()
+        if len(_ARG_STRUCTS) >= _ARG_STRUCTS_MAX:
+            _ARG_STRUCTS.clear()
+        _ARG_STRUCTS[key] = template
+    args = type(template).from_buffer_copy(template)  # never the template: callers set more fields
+    for name, t in tensors.items():
+        if t is not None:
+            getattr(args, name).data = t.data_ptr()
+    return args
+
+
 def _check_dtypes(**tensors):
     """Each dtype is one flashgen takes, and all are the first one's."""
     names = list(tensors)
@@ -102,10 +134,17 @@ def _outputs(q, packed=False):
                                                                               device=q.device)
 
 
+# The current stream's raw handle without a torch.cuda.Stream object per call (what Triton's
+# launcher reads too); torch.cuda.current_stream where this torch lacks it.
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
 def _stream(t):
     """The stream flashgen launches on: PyTorch's current stream of t's device (None on the CPU)."""
-    if t.device.type != "cuda":
+    if not t.is_cuda:
         return None
+    if _raw_stream is not None:
+        return ctypes.c_void_p(_raw_stream(t.get_device()))
     return ctypes.c_void_p(torch.cuda.current_stream(t.device).cuda_stream)
 
 
@@ -174,9 +213,15 @@ def _run_forward(q, k, v, options, prepare_backward, varlen=None):
     """The forward operators' body; options: _options' arguments; varlen: (cu_seqlens_q, cu_seqlens_k,
     max_seqlen_q, max_seqlen_k) of packed sequences, None for a dense batch."""
     q, k, v = _readable(q), _readable(k), _readable(v)
-    _check_dtypes(q=q, k=k, v=v)
     o, lse = _outputs(q, packed=varlen is not None)
-    args = _capi.forward_args(_views(q), _options(*options), q=q, k=k, v=v, o=o, lse=lse, varlen=varlen)
+    cu_q, cu_k, *max_seqlens = varlen or (None, None)
+
+    def build():
+        _check_dtypes(q=q, k=k, v=v)
+        return _capi.forward_args(_views(q), _options(*options), q=q, k=k, v=v, o=o, lse=lse, varlen=varlen)
+
+    tensors = {"q": q, "k": k, "v": v, "o": o, "lse": lse, "cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k}
+    args = _cached_args("forward", (options, *max_seqlens), tensors, build)
     lib = _library.library()
     if prepare_backward and q.is_cuda:
         max_seqlens = None if varlen is None else varlen[2:]
@@ -253,14 +298,21 @@ def _run_backward(dout, q, k, v, o, lse, options, varlen=None):
     """The backward operators' body (options and varlen as _run_forward has them)."""
     dout, q, k, v, o = (_readable(t) for t in (dout, q, k, v, o))
     lse = lse.contiguous()
-    _check_dtypes(q=q, k=k, v=v, o=o, dout=dout)
     # flashgen never writes packed rows outside every sequence: their gradients are zero.
     new = torch.empty if varlen is None else torch.zeros
     dq = new(q.shape, dtype=q.dtype, device=q.device)
     dk = new(k.shape, dtype=k.dtype, device=k.device)
     dv = new(v.shape, dtype=v.dtype, device=v.device)
-    args = _capi.backward_args(_views(q), _options(*options), q=q, k=k, v=v, o=o, lse=lse, dout=dout, dq=dq, dk=dk,
-                               dv=dv, varlen=varlen)
+    cu_q, cu_k, *max_seqlens = varlen or (None, None)
+
+    def build():
+        _check_dtypes(q=q, k=k, v=v, o=o, dout=dout)
+        return _capi.backward_args(_views(q), _options(*options), q=q, k=k, v=v, o=o, lse=lse, dout=dout, dq=dq,
+                                   dk=dk, dv=dv, varlen=varlen)
+
+    tensors = {"q": q, "k": k, "v": v, "o": o, "lse": lse, "dout": dout, "dq": dq, "dk": dk, "dv": dv,
+               "cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k}
+    args = _cached_args("backward", (options, *max_seqlens), tensors, build)
     lib = _library.library()
     runtime = _library.runtime()
     workspace = _workspace(lib, runtime, args, q.device)
@@ -421,11 +473,18 @@ def kv_cache_forward(q, k_cache, v_cache, block_table=None, seqused_k=None, soft
                          "queries")
     o, lse = _outputs(q, packed=packed)
     window_left, window_right = window_size
-    options = _options(scale, causal, window_left, window_right, softcap, False)
-    view = _views(q, {"k": "k_cache", "v": "v_cache"})
     varlen = (cu_seqlens_q, None, int(max_seqlen_q), 0) if packed else None
-    args = _capi.forward_args(view, options, q=q, k=k_cache, v=v_cache, o=o, lse=lse, block_table=block_table,
-                              seqused_k=seqused_k, varlen=varlen)
+
+    def build():
+        options = _options(scale, causal, window_left, window_right, softcap, False)
+        view = _views(q, {"k": "k_cache", "v": "v_cache"})
+        return _capi.forward_args(view, options, q=q, k=k_cache, v=v_cache, o=o, lse=lse, block_table=block_table,
+                                  seqused_k=seqused_k, varlen=varlen)
+
+    tensors = {"q": q, "k": k_cache, "v": v_cache, "o": o, "lse": lse, "block_table": block_table,
+               "seqused_k": seqused_k, "cu_seqlens_q": cu_seqlens_q}
+    args = _cached_args("kv_cache_forward", (scale, causal, window_left, window_right, softcap,
+                                             varlen and varlen[2]), tensors, build)
     _library.check(_library.library().flashgen_forward(_library.runtime(), ctypes.byref(args), _stream(q)))
     return o, lse
 

@@ -239,6 +239,26 @@ class CpuTest(TorchTestCase):
         torch.library.opcheck(torch.ops.flashgen.backward.default,
                               (dout, q.detach(), k.detach(), v.detach(), o, lse, 0.0, True, -1, -1, 0.0, False))
 
+    def test_argument_structs_are_reused_per_layout(self):
+        """A call's C argument struct is a copy of the one its signature (layouts, dtypes, options)
+        made first, with the call's pointers: fresh tensors, another layout of the same values and
+        other options each give their own exact results, and repeating a call adds no struct."""
+        q, k, v = self.qkv(2, 9, 11, 4, 2, 16)
+        want = flashgen.attention(q, k, v, causal=True)
+        before = len(torch_op._ARG_STRUCTS)
+        for _ in range(3):  # fresh tensors of other values, same signature
+            q2, k2, v2 = self.qkv(2, 9, 11, 4, 2, 16)
+            exact = standard_attention(*(t.double() for t in (q2, k2, v2)), causal=True)[0]
+            error = (flashgen.attention(q2, k2, v2, causal=True).double() - exact).abs().max().item()
+            self.assertLess(error, 1e-5)
+        self.assertEqual(len(torch_op._ARG_STRUCTS), before)
+        q_strided = q.transpose(1, 2).contiguous().transpose(1, 2)  # same values, (batch, heads, seqlen) order
+        self.assertTrue(torch.equal(flashgen.attention(q_strided, k, v, causal=True), want))
+        self.assertEqual(len(torch_op._ARG_STRUCTS), before + 1)
+        self.assertFalse(torch.equal(flashgen.attention(q, k, v), want), "causal is part of the signature")
+        with self.assertRaisesRegex(TypeError, "k: dtype is torch.float16"):  # checked for a new signature
+            flashgen.attention(q, k.half(), v, causal=True)
+
     def test_errors_carry_flashgens_message(self):
         q, k, v = self.qkv(1, 5, 5, 3, 2, 16)
         with self.assertRaisesRegex(ValueError, r"k: shape\[2\] \(heads_kv\) is 2"):
