@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -129,9 +130,47 @@ std::array<FlashTensorMap*, 4> targets(const KernelSpec& spec, FlashAttentionPar
   return {&p.tma_q, &p.tma_k, &p.tma_v, &p.tma_o};
 }
 
-// `what` describes the tensor in the error: its name, shape and strides.
-void encode(const CudaDriver& d, const KernelSpec& spec, const std::string& what, const TensorMapLayout& m,
+// The descriptors this thread encoded last, by layout: a CUtensorMap is a function of its
+// layout alone (address, sizes, strides, box, swizzle, L2 promotion; not of the memory's
+// contents), and a training step or a decode loop launches the same tensors again and again.
+// A hit is one comparison per entry instead of a driver call (PyTorch's Inductor caches its
+// host-side TMA descriptors the same way). Per thread: no lock on the launch path.
+class DescriptorCache {
+ public:
+  const CUtensorMap* find(const TensorMapLayout& m) const {
+    for (int i = 0; i < used_; ++i)
+      if (same_descriptor(entries_[i].layout, m)) return &entries_[i].map;
+    return nullptr;
+  }
+  void add(const TensorMapLayout& m, const CUtensorMap& map) {
+    entries_[next_] = {m, map};
+    next_ = (next_ + 1) % kEntries;
+    if (used_ < kEntries) ++used_;
+  }
+
+ private:
+  static constexpr int kEntries = 16;  // a few variants' q, k, v, o, dout and dQ accumulator
+  struct Entry {
+    TensorMapLayout layout;
+    CUtensorMap map;
+  };
+  static bool same_descriptor(const TensorMapLayout& a, const TensorMapLayout& b) {
+    return a.address == b.address && a.dtype == b.dtype && a.dims == b.dims && a.strides == b.strides &&
+           a.box == b.box && a.l2_promotion == b.l2_promotion && a.swizzle == b.swizzle;
+  }
+  std::array<Entry, kEntries> entries_{};
+  int used_ = 0, next_ = 0;
+};
+
+// `what` describes the tensor in an error (its name, shape and strides): formatted only then.
+template <class What>
+void encode(const CudaDriver& d, const KernelSpec& spec, const What& what, const TensorMapLayout& m,
             FlashTensorMap& out) {
+  static thread_local DescriptorCache cache;
+  if (const CUtensorMap* hit = cache.find(m)) {
+    std::memcpy(&out, hit, sizeof *hit);
+    return;
+  }
   static constexpr cuuint32_t kElementStrides[4] = {1, 1, 1, 1};
   CUtensorMap map;
   const CUresult r = d.cuTensorMapEncodeTiled(&map, m.dtype, 4, const_cast<void*>(m.address), m.dims.data(),
@@ -143,8 +182,9 @@ void encode(const CudaDriver& d, const KernelSpec& spec, const std::string& what
     if (d.cuGetErrorName(r, &name) != CUDA_SUCCESS || name == nullptr) name = "CUDA_ERROR_UNKNOWN";
     throw Error(Status::unsupported,
                 fmt::format("{}: cuTensorMapEncodeTiled failed with {} ({}) for {}, box {}x{} (columns x rows); {}",
-                            m.tensor, name, static_cast<int>(r), what, m.box[0], m.box[1], needs_tma(spec)));
+                            m.tensor, name, static_cast<int>(r), what(), m.box[0], m.box[1], needs_tma(spec)));
   }
+  cache.add(m, map);
   std::memcpy(&out, &map, sizeof map);
 }
 
@@ -182,13 +222,14 @@ void encode_tensor_maps(const KernelSpec& spec, FlashAttentionParams& params) {
   for (int i = 0; i < 4; ++i) m[i] = layout(spec, params, v[i]);  // every tensor checked before the driver is asked
   const CudaDriver& d = cuda_driver();
   const std::array<FlashTensorMap*, 4> out = targets(spec, params);
-  for (int i = 0; i < 4; ++i)
-    encode(d, spec, fmt::format("{} of {}", shape_and_strides(v[i], params.head_dim), to_string(spec.dtype)), m[i],
-           *out[i]);
+  for (int i = 0; i < 4; ++i) {
+    const auto what = [&] { return fmt::format("{} of {}", shape_and_strides(v[i], params.head_dim), to_string(spec.dtype)); };
+    encode(d, spec, what, m[i], *out[i]);
+  }
   if (needs_dq_accum_map(spec)) {
     const TensorMapLayout a = dq_accum_map_layout(spec, params);
-    encode(d, spec, fmt::format("the fp32 dQ accumulator ({} rows of {} floats)", a.dims[1], a.dims[0]), a,
-           params.tma_dq_accum);
+    const auto what = [&] { return fmt::format("the fp32 dQ accumulator ({} rows of {} floats)", a.dims[1], a.dims[0]); };
+    encode(d, spec, what, a, params.tma_dq_accum);
   }
 }
 

@@ -154,6 +154,39 @@ TEST_F(TensorMapsGpu, DriverTakesTheDkdvMapsAndTheDqAccumulator) {
   }
 }
 
+// Descriptors come from the per-thread cache when the layout repeats: the same bytes as the
+// driver's, and any change of address, size or stride (here: the same buffer as another
+// problem's rows) gives the driver's descriptor of that layout, not a cached one.
+TEST_F(TensorMapsGpu, RepeatedLayoutsGiveTheDriversDescriptors) {
+  const Case a{"a", 2, 300, 300, 4, 2, 128, Order::bnhd, DType::bf16, 128, 128};
+  Case b = a;
+  b.seqlen_k = 200;  // k and v: other sizes, other strides
+  Tensors ta(a), tb(b);
+  tb.params.q = ta.params.q;  // q of b: the same address and layout as a's
+  const auto bytes = [](const FlashTensorMap& m) { return std::vector<unsigned long long>(std::begin(m.opaque), std::end(m.opaque)); };
+  encode_tensor_maps(spec_of(a), ta.params);
+  const FlashAttentionParams first = ta.params;
+  for (int i = 0; i < 3; ++i) {
+    FlashAttentionParams again = ta.params;
+    again.tma_q = again.tma_k = again.tma_v = again.tma_o = FlashTensorMap{};
+    encode_tensor_maps(spec_of(a), again);
+    EXPECT_EQ(bytes(again.tma_q), bytes(first.tma_q));
+    EXPECT_EQ(bytes(again.tma_k), bytes(first.tma_k));
+    EXPECT_EQ(bytes(again.tma_o), bytes(first.tma_o));
+    encode_tensor_maps(spec_of(b), tb.params);
+    EXPECT_EQ(bytes(tb.params.tma_q), bytes(first.tma_q)) << "the same layout";
+    EXPECT_NE(bytes(tb.params.tma_k), bytes(first.tma_k)) << "another layout";
+  }
+  // b's k rebuilt at a's k address: a layout never seen, encoded by the driver.
+  tb.params.k = ta.params.k;
+  encode_tensor_maps(spec_of(b), tb.params);
+  EXPECT_NE(bytes(tb.params.tma_k), bytes(first.tma_k));
+  tb.params.k_stride = ta.params.k_stride;
+  tb.params.seqlen_k = ta.params.seqlen_k;
+  encode_tensor_maps(spec_of(b), tb.params);
+  EXPECT_EQ(bytes(tb.params.tma_k), bytes(first.tma_k)) << "a's layout again";
+}
+
 TEST_F(TensorMapsGpu, DriverRejectionNamesTheTensorAndTheResult) {
   const Case c{"box_too_tall", 1, 128, 128, 2, 2, 64, Order::bnhd, DType::bf16, 128, 512};  // TMA boxes: <= 256 rows
   Tensors t(c);
