@@ -141,12 +141,17 @@ KernelSpec splitkv_spec(const ProblemKey& p, Arch arch) {
   const KernelSpec s = base_spec(p, Pass::fwd_splitkv, arch);
   const int d = s.padded_head_dim();
   const long long rows = p.seqlen_q * std::max(1LL, p.heads_q / std::max(1LL, p.heads_kv));
-  if (rows <= 16) {
-    if (d <= 64) return first_valid(s, {{16, 128, 4, 3}, {16, 128, 4, 2}, {16, 64, 4, 2}});
-    if (d <= 128) return first_valid(s, {{16, 64, 4, 3}, {16, 64, 4, 2}, {16, 64, 4, 1}});
-    return first_valid(s, {{16, 64, 4, 2}, {16, 64, 4, 1}, {16, 32, 2, 1}});
-  }
+  // Above d128 a warp's O (16 rows x the head dim, fp32) takes half the registers: 16-row tiles
+  // of 4 warps reach ptxas's 255 and spill in some variants (fp16, packed queries, causal with
+  // softcap: 4-52 bytes at d256), 32-row tiles of two row groups stay at 246-248 in all 48
+  // (dtype x cache x options x arch; `flashgen dump --emit resources`), even where rows <= 16.
   if (d > 128) return first_valid(s, {{32, 64, 8, 2}, {32, 64, 8, 1}, {16, 64, 4, 1}});
+  if (rows <= 16) {
+    // Rows of 16-byte multiples load K/V by cp.async; other head dims stage them in registers,
+    // which 128-key tiles cannot afford (d59: 254 registers, 24 bytes spilled).
+    if (d <= 64 && p.head_dim % 8 == 0) return first_valid(s, {{16, 128, 4, 3}, {16, 128, 4, 2}, {16, 64, 4, 2}});
+    return first_valid(s, {{16, 64, 4, 3}, {16, 64, 4, 2}, {16, 64, 4, 1}});
+  }
   if (rows <= 32) {
     if (d <= 64) return first_valid(s, {{32, 128, 4, 3}, {32, 128, 4, 2}, {32, 64, 4, 2}});
     return first_valid(s, {{32, 64, 4, 3}, {32, 64, 4, 2}, {32, 64, 4, 1}});
