@@ -7,8 +7,19 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 jobs=$(nproc)
 "$root/scripts/install-deps.sh"
 
+# NVRTC 12 from pip (nvidia-cuda-nvrtc-cu12) for the NVRTC 12 suites (tests/nvrtc/CMakeLists.txt:
+# the NVRTC tests and the kernel subset and matrix compiled again), in a virtual environment
+# beside the build where the package index answers; without it those suites say so and skip.
+nvrtc12=()
+nvrtc12_env=$root/build-nvrtc12-env
+if { [[ -x $nvrtc12_env/bin/python ]] || python3 -m venv "$nvrtc12_env" >/dev/null 2>&1; } &&
+   timeout 600 "$nvrtc12_env/bin/python" -m pip install -q nvidia-cuda-nvrtc-cu12 >/dev/null 2>&1; then
+  lib=$(ls "$nvrtc12_env"/lib/python3*/site-packages/nvidia/cuda_nvrtc/lib/libnvrtc.so.12 2>/dev/null | head -1 || true)
+  [[ -n $lib ]] && nvrtc12=(-DFLASHGEN_TEST_NVRTC12="$lib")
+fi
+
 echo "== build (release) =="
-"$root/scripts/build.sh" "$root/build"
+"$root/scripts/build.sh" "$root/build" "${nvrtc12[@]}"
 echo "== ctest (release) =="
 ctest --test-dir "$root/build" --output-on-failure -j "$jobs" --timeout 1800
 
