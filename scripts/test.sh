@@ -15,7 +15,7 @@ nvrtc12_env=$root/build-nvrtc12-env
 if { [[ -x $nvrtc12_env/bin/python ]] || python3 -m venv "$nvrtc12_env" >/dev/null 2>&1; } &&
    timeout 600 "$nvrtc12_env/bin/python" -m pip install -q nvidia-cuda-nvrtc-cu12 >/dev/null 2>&1; then
   lib=$(ls "$nvrtc12_env"/lib/python3*/site-packages/nvidia/cuda_nvrtc/lib/libnvrtc.so.12 2>/dev/null | head -1 || true)
-  [[ -n $lib ]] && nvrtc12=(-DFLASHGEN_TEST_NVRTC12="$lib")
+  if [[ -n $lib ]]; then nvrtc12=(-DFLASHGEN_TEST_NVRTC12="$lib"); fi
 fi
 
 echo "== build (release) =="
