@@ -2,10 +2,11 @@
 # Everything the GPU machine does, in one call: build, the `gpu` test label
 # (compute-sanitizer on small shapes included), the benchmarks against PyTorch SDPA, and a
 # short table last. Run there from the repo root (carry .deps, staged by
-# bench/stage-deps.sh). Usage: bench/device.sh [quick|full|extra|tests|bench|decode|train|tune]
+# bench/stage-deps.sh). Usage: bench/device.sh [quick|full|extra|tests|bench|decode|train|tune|wheel]
 # (full: tests, autotune of the standard set, D 64/128 grid, long sequences; extra: D 96/256 grid and long sequences, no tests;
 # train: only examples/embed_cpp's GPU step, test_torch.py and examples/train_gpt.py, its table last;
-# tune: the autotune GPU tests and the cold/warm tuning of the standard set; decode: only the decode rows
+# tune: the autotune GPU tests and the cold/warm tuning of the standard set; wheel: the carried
+# dist/ manylinux wheel installed in a fresh venv and run on CUDA (no build); decode: only the decode rows
 # (bench/decode.py, also after compare_sdpa.py in every benchmark mode);
 # env FA4=1 adds FlashAttention-4 to the benchmarks, BENCH_ARGS passes compare_sdpa.py options)
 set -uo pipefail
@@ -16,6 +17,21 @@ mkdir -p "$out"
 export FLASHGEN_CACHE_DIR=/tmp/flashgen-cache
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader | tee "$out/gpu.txt"
+
+if [[ $mode == wheel ]]; then
+  # The distributable wheel (scripts/build-wheel.sh, run on the CPU machine; carry ["dist"])
+  # in a fresh virtual environment, run on CUDA tensors from outside the tree, no flashgen
+  # variables set: what `pip install flashgen` gives a PyTorch user. No build here.
+  wheel=$(ls "$root"/dist/flashgen-*manylinux*.whl 2>/dev/null | head -1)
+  [[ -n $wheel ]] || { echo "no dist/flashgen-*manylinux*.whl: run scripts/build-wheel.sh and carry dist"; exit 1; }
+  rm -rf /tmp/flashgen-wheel-venv && python3 -m venv --system-site-packages /tmp/flashgen-wheel-venv &&
+    /tmp/flashgen-wheel-venv/bin/pip install -q --no-deps --no-index "$wheel" || exit 1
+  (cd /tmp && env -u FLASHGEN_LIBRARY -u FLASHGEN_NVRTC -u PYTHONPATH /tmp/flashgen-wheel-venv/bin/python \
+     "$root/tests/package/wheel_cuda_check.py") 2>&1 | tee "$out/wheel.log"
+  rc=${PIPESTATUS[0]}
+  /tmp/flashgen-wheel-venv/bin/flashgen cache env 2>&1 | grep -i nvrtc | head -5
+  exit "$rc"
+fi
 
 echo "== build =="
 start=$(date +%s)
@@ -56,6 +72,13 @@ if [[ $mode != bench && $mode != extra && $mode != decode ]]; then
   ctest --test-dir "$root/build" -L gpu "${only[@]}" -j 4 --output-on-failure --timeout 600 >"$out/ctest-gpu.log" 2>&1
   grep -E 'tests passed|tests failed|Failed|\*\*\*' "$out/ctest-gpu.log" | tail -30
   summary=$(grep -E 'tests passed' "$out/ctest-gpu.log" | tail -1)
+  if [[ $mode != tune ]]; then  # the Python calls' CUDA tests (varlen, paged varlen, FA2's interface)
+    echo "== python CUDA tests: test_varlen, test_flash_attn_interface =="
+    (cd "$root/python/tests" && FLASHGEN_LIBRARY=$(ls "$root"/build/runtime/libflashgen.so* | head -1) \
+       PYTHONPATH=$root/python PYTHONDONTWRITEBYTECODE=1 python3 -m unittest test_varlen test_flash_attn_interface \
+       >"$out/python-cuda.log" 2>&1)
+    grep -E '^(FAIL|ERROR):|^Ran |^OK|^FAILED' "$out/python-cuda.log"
+  fi
 fi
 
 if [[ $mode == full || $mode == tune ]]; then  # ~1 min of device time: not in quick runs
