@@ -512,11 +512,15 @@ def kv_append(k, v, k_cache, v_cache, cache_seqlens, block_table=None, rotary_co
         q = _readable(q)
         _check_dtypes(k=k, q=q)
         q_rotated = torch.empty_like(q, memory_format=torch.contiguous_format)
-    args = _capi.kv_append_args(_views(k, like_name="k"), k=k, v=v, k_cache=k_cache, v_cache=v_cache, cache_seqlens=cache_seqlens,
-                                block_table=block_table, rotary_cos=tables.get("rotary_cos"),
-                                rotary_sin=tables.get("rotary_sin"), rotary_interleaved=rotary_interleaved, q=q,
-                                q_rotated=q_rotated, q_at_consecutive_positions=q_at_consecutive_positions,
-                                cu_seqlens=cu_seqlens)
+    tensors = {"k": k, "v": v, "k_cache": k_cache, "v_cache": v_cache, "cache_seqlens": cache_seqlens,
+               "block_table": block_table, "rotary_cos": tables.get("rotary_cos"), "rotary_sin": tables.get("rotary_sin"),
+               "q": q, "q_rotated": q_rotated, "cu_seqlens": cu_seqlens}
+
+    def build():
+        return _capi.kv_append_args(_views(k, like_name="k"), **tensors, rotary_interleaved=rotary_interleaved,
+                                    q_at_consecutive_positions=q_at_consecutive_positions)
+
+    args = _cached_args("kv_append", (bool(rotary_interleaved), bool(q_at_consecutive_positions)), tensors, build)
     _library.check(_library.library().flashgen_append_kv(_library.runtime(), ctypes.byref(args), _stream(k)))
     return q_rotated
 
