@@ -411,18 +411,21 @@ void KernelCache::prefetch(std::span<const KernelSpec> specs) {
 
 LoadedKernel KernelCache::load(const KernelSpec& spec) {
   const CudaDriver& d = cuda_driver();
-  const std::string uri = spec.uri();
   CUcontext context = nullptr;
-  check_cuda(d.cuCtxGetCurrent(&context), "cuCtxGetCurrent", uri);
+  // Every launch passes here: the spec's URI (a formatted string) is built only for an error
+  // or a first load in a context.
+  if (const CUresult r = d.cuCtxGetCurrent(&context); r != CUDA_SUCCESS) check_cuda(r, "cuCtxGetCurrent", spec.uri());
   if (context == nullptr)
-    throw Error(Status::cuda_error,
-                fmt::format("{}: no CUDA context is current on this thread; call ensure_context(device) first", uri));
+    throw Error(Status::cuda_error, fmt::format("{}: no CUDA context is current on this thread; call "
+                                                "ensure_context(device) first",
+                                                spec.uri()));
 
   Slot& s = impl_->ready_slot(spec);
   std::lock_guard lock(s.modules_mutex);
   for (const LoadedModule& m : s.modules)
     if (m.context == context) return {m.function, &s.kernel};
 
+  const std::string uri = spec.uri();
   LoadedModule m{.context = context};
   check_cuda(d.cuModuleLoadData(&m.module, s.kernel.cubin.data()), "cuModuleLoadData", uri);
   const CUresult found = d.cuModuleGetFunction(&m.function, m.module, s.kernel.kernel_name.c_str());
