@@ -5,6 +5,7 @@
 #include <cuda.h>
 
 #include <string>
+#include <type_traits>
 
 #include "runtime/cuda_device.h"  // cuda_available, ensure_context
 
@@ -71,5 +72,12 @@ const CudaDriver& cuda_driver();
 // Throws Error(cuda_error) naming `what` (and `context`, e.g. a kernel URI) unless r == CUDA_SUCCESS.
 // CUDA_ERROR_OUT_OF_MEMORY becomes Status::out_of_memory.
 void check_cuda(CUresult r, const char* what, const std::string& context = {});
+// The same with the context built by `context()` only on a failure: for calls on every launch,
+// whose context (a kernel's URI) is a formatted string.
+template <class Context>
+  requires std::is_invocable_r_v<std::string, Context>
+void check_cuda(CUresult r, const char* what, Context&& context) {
+  if (r != CUDA_SUCCESS) check_cuda(r, what, std::string(context()));
+}
 
 }  // namespace flashgen

@@ -414,18 +414,19 @@ LoadedKernel KernelCache::load(const KernelSpec& spec) {
   CUcontext context = nullptr;
   // Every launch passes here: the spec's URI (a formatted string) is built only for an error
   // or a first load in a context.
-  if (const CUresult r = d.cuCtxGetCurrent(&context); r != CUDA_SUCCESS) check_cuda(r, "cuCtxGetCurrent", spec.uri());
+  const auto uri_of_spec = [&] { return spec.uri(); };
+  check_cuda(d.cuCtxGetCurrent(&context), "cuCtxGetCurrent", uri_of_spec);
   if (context == nullptr)
-    throw Error(Status::cuda_error, fmt::format("{}: no CUDA context is current on this thread; call "
-                                                "ensure_context(device) first",
-                                                spec.uri()));
+    throw Error(Status::cuda_error,
+                fmt::format("{}: no CUDA context is current on this thread; call ensure_context(device) first",
+                            uri_of_spec()));
 
   Slot& s = impl_->ready_slot(spec);
   std::lock_guard lock(s.modules_mutex);
   for (const LoadedModule& m : s.modules)
     if (m.context == context) return {m.function, &s.kernel};
 
-  const std::string uri = spec.uri();
+  const std::string uri = uri_of_spec();
   LoadedModule m{.context = context};
   check_cuda(d.cuModuleLoadData(&m.module, s.kernel.cubin.data()), "cuModuleLoadData", uri);
   const CUresult found = d.cuModuleGetFunction(&m.function, m.module, s.kernel.kernel_name.c_str());

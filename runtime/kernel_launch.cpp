@@ -59,9 +59,8 @@ CUlaunchConfig launch_config(const KernelLaunch& l, CUstream stream, LaunchAttri
 void launch_kernel(CUfunction function, const KernelLaunch& l, CUstream stream, void** args) {
   LaunchAttributes attributes;
   const CUlaunchConfig config = launch_config(l, stream, attributes);
-  // The URI (a formatted string) only for an error: this runs at every launch.
-  if (const CUresult r = cuda_driver().cuLaunchKernelEx(&config, function, args, nullptr); r != CUDA_SUCCESS)
-    check_cuda(r, "cuLaunchKernelEx", l.spec.uri());
+  check_cuda(cuda_driver().cuLaunchKernelEx(&config, function, args, nullptr), "cuLaunchKernelEx",
+             [&] { return l.spec.uri(); });
 }
 
 }  // namespace flashgen

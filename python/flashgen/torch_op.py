@@ -104,6 +104,14 @@ def _cached_args(kind, extra, tensors, build):
     return args
 
 
+def _packed_fields(varlen):
+    """Packed sequences' offsets as argument-struct fields (name -> tensor) and their bounds
+    (max_seqlen_q, max_seqlen_k); nothing for a dense batch (varlen None)."""
+    if varlen is None:
+        return {}, ()
+    return {"cu_seqlens_q": varlen[0], "cu_seqlens_k": varlen[1]}, tuple(varlen[2:])
+
+
 def _check_dtypes(**tensors):
     """Each dtype is one flashgen takes, and all are the first one's."""
     names = list(tensors)
@@ -214,18 +222,16 @@ def _run_forward(q, k, v, options, prepare_backward, varlen=None):
     max_seqlen_q, max_seqlen_k) of packed sequences, None for a dense batch."""
     q, k, v = _readable(q), _readable(k), _readable(v)
     o, lse = _outputs(q, packed=varlen is not None)
-    cu_q, cu_k, *max_seqlens = varlen or (None, None)
+    offsets, bounds = _packed_fields(varlen)
 
     def build():
         _check_dtypes(q=q, k=k, v=v)
         return _capi.forward_args(_views(q), _options(*options), q=q, k=k, v=v, o=o, lse=lse, varlen=varlen)
 
-    tensors = {"q": q, "k": k, "v": v, "o": o, "lse": lse, "cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k}
-    args = _cached_args("forward", (options, *max_seqlens), tensors, build)
+    args = _cached_args("forward", (options, *bounds), {"q": q, "k": k, "v": v, "o": o, "lse": lse, **offsets}, build)
     lib = _library.library()
     if prepare_backward and q.is_cuda:
-        max_seqlens = None if varlen is None else varlen[2:]
-        _prepare_once(lib, args, (q.shape, k.shape, q.dtype, q.device, options, max_seqlens))
+        _prepare_once(lib, args, (q.shape, k.shape, q.dtype, q.device, options, bounds or None))
     _library.check(lib.flashgen_forward(_library.runtime(), ctypes.byref(args), _stream(q)))
     return o, lse
 
@@ -303,16 +309,15 @@ def _run_backward(dout, q, k, v, o, lse, options, varlen=None):
     dq = new(q.shape, dtype=q.dtype, device=q.device)
     dk = new(k.shape, dtype=k.dtype, device=k.device)
     dv = new(v.shape, dtype=v.dtype, device=v.device)
-    cu_q, cu_k, *max_seqlens = varlen or (None, None)
+    offsets, bounds = _packed_fields(varlen)
 
     def build():
         _check_dtypes(q=q, k=k, v=v, o=o, dout=dout)
         return _capi.backward_args(_views(q), _options(*options), q=q, k=k, v=v, o=o, lse=lse, dout=dout, dq=dq,
                                    dk=dk, dv=dv, varlen=varlen)
 
-    tensors = {"q": q, "k": k, "v": v, "o": o, "lse": lse, "dout": dout, "dq": dq, "dk": dk, "dv": dv,
-               "cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k}
-    args = _cached_args("backward", (options, *max_seqlens), tensors, build)
+    tensors = {"q": q, "k": k, "v": v, "o": o, "lse": lse, "dout": dout, "dq": dq, "dk": dk, "dv": dv, **offsets}
+    args = _cached_args("backward", (options, *bounds), tensors, build)
     lib = _library.library()
     runtime = _library.runtime()
     workspace = _workspace(lib, runtime, args, q.device)
@@ -466,7 +471,6 @@ def kv_cache_forward(q, k_cache, v_cache, block_table=None, seqused_k=None, soft
     """
     scale = _scale(softmax_scale)
     q, k_cache, v_cache = _readable(q), _readable(k_cache), _readable(v_cache)
-    _check_dtypes(q=q, k_cache=k_cache, v_cache=v_cache)
     packed = cu_seqlens_q is not None
     if packed and max_seqlen_q is None:
         raise ValueError("max_seqlen_q: is None with cu_seqlens_q, expected a bound (int >= 1) on every sequence's "
@@ -476,6 +480,7 @@ def kv_cache_forward(q, k_cache, v_cache, block_table=None, seqused_k=None, soft
     varlen = (cu_seqlens_q, None, int(max_seqlen_q), 0) if packed else None
 
     def build():
+        _check_dtypes(q=q, k_cache=k_cache, v_cache=v_cache)
         options = _options(scale, causal, window_left, window_right, softcap, False)
         view = _views(q, {"k": "k_cache", "v": "v_cache"})
         return _capi.forward_args(view, options, q=q, k=k_cache, v=v_cache, o=o, lse=lse, block_table=block_table,

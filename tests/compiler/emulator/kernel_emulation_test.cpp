@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <thread>
@@ -32,6 +33,17 @@ std::uint16_t to_bits(DType t, float x) {
 }
 float from_bits(DType t, std::uint16_t b) {
   return t == DType::bf16 ? cpu::bf16_bits_to_float(b) : cpu::half_bits_to_float(b);
+}
+std::vector<std::uint16_t> to_bits(DType t, const std::vector<float>& x) {
+  std::vector<std::uint16_t> out(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) out[i] = to_bits(t, x[i]);
+  return out;
+}
+
+// Elements [from, to) (to the end by default) still hold the 0xffff poison: never written.
+bool untouched(const std::vector<std::uint16_t>& x, std::int64_t from, std::int64_t to = -1) {
+  const auto end = to < 0 ? x.end() : x.begin() + to;
+  return std::all_of(x.begin() + from, end, [](std::uint16_t b) { return b == 0xffff; });
 }
 
 // A strided view into a host buffer of 16-bit elements (poisoned 0xffff = NaN).
@@ -117,12 +129,7 @@ void run_varlen(const EmulationCase& c, std::mt19937& rng) {
   const std::int64_t qrow = std::int64_t{c.heads_q} * c.head_dim, krow = std::int64_t{c.heads_kv} * c.head_dim;
   const std::vector<float> qv = random_values(rng, total_q * qrow, t), kv = random_values(rng, total_k * krow, t),
                            vv = random_values(rng, total_k * krow, t), dov = random_values(rng, total_q * qrow, t);
-  const auto bits = [&](const std::vector<float>& x) {
-    std::vector<std::uint16_t> out(x.size());
-    for (std::size_t i = 0; i < x.size(); ++i) out[i] = to_bits(t, x[i]);
-    return out;
-  };
-  std::vector<std::uint16_t> q = bits(qv), k = bits(kv), v = bits(vv), dout = bits(dov);
+  std::vector<std::uint16_t> q = to_bits(t, qv), k = to_bits(t, kv), v = to_bits(t, vv), dout = to_bits(t, dov);
   std::vector<std::uint16_t> o(q.size(), 0xffff), dq(q.size(), 0xffff), dk(k.size(), 0xffff), dv(k.size(), 0xffff);
   std::vector<float> lse(static_cast<std::size_t>(c.heads_q * total_q), NAN);
   const auto rows = [&](std::vector<std::uint16_t>& x, std::int64_t n, std::int64_t heads) {
@@ -179,9 +186,6 @@ void run_varlen(const EmulationCase& c, std::mt19937& rng) {
   for (int h = 0; h < c.heads_q; ++h) std::copy_n(lse.begin() + h * total_q, used_q, lse_used.begin() + h * used_q);
   expect_lse(lse_used, ref.lse);
   // The spare rows are no sequence's: never written.
-  const auto untouched = [](const std::vector<std::uint16_t>& x, std::int64_t from) {
-    return std::all_of(x.begin() + from, x.end(), [](std::uint16_t b) { return b == 0xffff; });
-  };
   EXPECT_TRUE(untouched(o, used_q * qrow) && untouched(dq, used_q * qrow)) << "o or dq written past the sequences";
   EXPECT_TRUE(untouched(dk, used_k * krow) && untouched(dv, used_k * krow)) << "dk or dv written past the sequences";
 }
@@ -209,12 +213,7 @@ void run_kv_cache(const EmulationCase& c, std::mt19937& rng) {
     k_cache = pages.k, v_cache = pages.v;
     kv_shape = {pages.num_pages, c.cache_page_size, c.heads_kv, c.head_dim};
   }
-  const auto bits = [&](const std::vector<float>& x) {
-    std::vector<std::uint16_t> out(x.size());
-    for (std::size_t i = 0; i < x.size(); ++i) out[i] = to_bits(t, x[i]);
-    return out;
-  };
-  std::vector<std::uint16_t> q = bits(qv), k = bits(k_cache), v = bits(v_cache), o(q.size(), 0xffff);
+  std::vector<std::uint16_t> q = to_bits(t, qv), k = to_bits(t, k_cache), v = to_bits(t, v_cache), o(q.size(), 0xffff);
   std::vector<float> lse(static_cast<std::size_t>(c.heads_q * total_q), NAN);
   const auto index = [](std::vector<int>& x, std::int64_t rows, std::int64_t columns = 0) {
     Tensor r = Tensor::contiguous(x.data(), DType::i32, {rows, std::max<std::int64_t>(columns, 1), 1, 1});
@@ -275,10 +274,7 @@ void run_kv_cache(const EmulationCase& c, std::mt19937& rng) {
         want.push_back(ref.lse[h * total_q + i]);
       }
   expect_lse(got, want);
-  const auto untouched = [](const std::vector<std::uint16_t>& x, std::int64_t from, std::int64_t to) {
-    return std::all_of(x.begin() + from, x.begin() + to, [](std::uint16_t b) { return b == 0xffff; });
-  };
-  EXPECT_TRUE(untouched(o, 0, first) && untouched(o, end, static_cast<std::int64_t>(o.size())))
+  EXPECT_TRUE(untouched(o, 0, first) && untouched(o, end))
       << "o written in rows no sequence owns";
 }
 
