@@ -24,7 +24,11 @@ if [[ $mode == wheel ]]; then
   # variables set: what `pip install flashgen` gives a PyTorch user. No build here.
   wheel=$(ls "$root"/dist/flashgen-*manylinux*.whl 2>/dev/null | head -1)
   [[ -n $wheel ]] || { echo "no dist/flashgen-*manylinux*.whl: run scripts/build-wheel.sh and carry dist"; exit 1; }
-  rm -rf /tmp/flashgen-wheel-venv && python3 -m venv --system-site-packages /tmp/flashgen-wheel-venv &&
+  # The machine's python3 is itself a venv (/opt/torch/.venv): --system-site-packages would see
+  # only the base interpreter's packages, so a .pth file lends the new venv torch's site-packages.
+  rm -rf /tmp/flashgen-wheel-venv && python3 -m venv /tmp/flashgen-wheel-venv &&
+    python3 -c 'import site; print("\n".join(site.getsitepackages()))' \
+      >"$(/tmp/flashgen-wheel-venv/bin/python -c 'import site; print(site.getsitepackages()[0])')/torch-site.pth" &&
     /tmp/flashgen-wheel-venv/bin/pip install -q --no-deps --no-index "$wheel" || exit 1
   (cd /tmp && env -u FLASHGEN_LIBRARY -u FLASHGEN_NVRTC -u PYTHONPATH /tmp/flashgen-wheel-venv/bin/python \
      "$root/tests/package/wheel_cuda_check.py") 2>&1 | tee "$out/wheel.log"
