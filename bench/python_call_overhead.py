@@ -1,0 +1,74 @@
+"""Host time per Python call: a tiny attention (issue 15: 1 x 128 x 4 x 64, bf16) through each
+of flashgen's Python entry points and through PyTorch SDPA, on CUDA tensors.
+
+The kernels take a few microseconds, so a loop of calls is bound by the host: `issue` is the
+time to enqueue one call (the loop without a synchronisation), `wall` the loop's time per call
+including the final synchronisation. The split shows where the time goes: the custom operator
+(torch.library dispatch), the torch.autograd.Function path and the library call underneath.
+"""
+import argparse
+import json
+import pathlib
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+
+import flashgen
+from flashgen import flash_attn_interface, torch_op
+
+
+def per_call_us(fn, calls, repeats):
+    """Median over `repeats` loops of `calls` calls: (issue us, wall us) per call."""
+    for _ in range(20):
+        fn()
+    torch.cuda.synchronize()
+    issue, wall = [], []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        t1 = time.perf_counter()
+        torch.cuda.synchronize()
+        t2 = time.perf_counter()
+        issue.append((t1 - t0) / calls * 1e6)
+        wall.append((t2 - t0) / calls * 1e6)
+    return statistics.median(issue), statistics.median(wall)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--calls", type=int, default=1000)
+    p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--causal", action="store_true")
+    p.add_argument("--out", type=pathlib.Path, default=None, help="directory for python_call_overhead.json")
+    a = p.parse_args()
+
+    torch.manual_seed(0)
+    shape = (1, 128, 4, 64)
+    q, k, v = (torch.randn(shape, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))  # SDPA's (batch, heads, seqlen, head_dim)
+    options = (0.0, a.causal, -1, -1, 0.0, False, False, False)
+    calls = {
+        "sdpa": lambda: F.scaled_dot_product_attention(qt, kt, vt, is_causal=a.causal),
+        "flashgen.attention": lambda: flashgen.attention(q, k, v, causal=a.causal),
+        "flash_attn_func": lambda: flash_attn_interface.flash_attn_func(q, k, v, causal=a.causal),
+        "AttentionFunction.apply": lambda: torch_op.AttentionFunction.apply(q, k, v, *options),
+        "_forward (library call only)": lambda: torch_op._forward(q, k, v, *options),
+    }
+    rows = {}
+    print(f"{'entry point':32} {'issue us':>9} {'wall us':>9}")
+    for name, fn in calls.items():
+        issue, wall = per_call_us(fn, a.calls, a.repeats)
+        rows[name] = {"issue_us": round(issue, 2), "wall_us": round(wall, 2)}
+        print(f"{name:32} {issue:9.1f} {wall:9.1f}")
+    print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}")
+    if a.out:
+        a.out.mkdir(parents=True, exist_ok=True)
+        (a.out / "python_call_overhead.json").write_text(json.dumps(
+            {"shape": shape, "causal": a.causal, "torch": torch.__version__, "rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
