@@ -32,6 +32,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "python"))
 import flashgen  # noqa: E402
+from flashgen.torch_op import kv_cache_forward  # noqa: E402
 
 # (batch, seqlen_q, seqlen_k): h200-peers.md's decode rows, plus speculative decoding at 16.
 ROWS = [(64, 1, 8192), (8, 1, 65536), (1, 1, 262144), (64, 4, 8192), (8, 16, 16384)]
@@ -49,6 +50,9 @@ def parse_args():
     p.add_argument("--commit", default=None, help="commit recorded in the JSON (default: git rev-parse HEAD)")
     p.add_argument("--traceback", action="store_true", help="print the full traceback of a failing implementation")
     p.add_argument("--out", type=pathlib.Path, default=pathlib.Path("build/bench"), help="output directory")
+    p.add_argument("--num-splits", default="", help="comma-separated split counts: flashgen forced to each "
+                   "(ForwardArgs::num_splits) as columns split<n> beside its own choice")
+    p.add_argument("--rows", default="", help="only these rows, e.g. 8x16x16384,64x1x8192 (B x seqlen_q x seqlen_k)")
     return p.parse_args()
 
 
@@ -79,8 +83,6 @@ class Paged:
         self.page_size, self.causal, self.cache = page_size, causal, None
 
     def __call__(self, q, k, v):
-        from flashgen.torch_op import kv_cache_forward
-
         if self.cache is None or self.cache[0] is not k:
             batch, seqlen = k.shape[:2]
             pages = seqlen // self.page_size
@@ -105,6 +107,8 @@ def implementations(args):
         "fa2": sdpa(SDPBackend.FLASH_ATTENTION, args.causal),
         "cudnn": sdpa(SDPBackend.CUDNN_ATTENTION, args.causal),
     }
+    for n in filter(None, args.num_splits.split(",")):
+        impls[f"split{n}"] = lambda q, k, v, n=int(n): kv_cache_forward(q, k, v, causal=args.causal, num_splits=n)[0]
     if args.fa4:
         impls["fa4"] = None  # imported on first use: the import may fail
     return impls
@@ -124,7 +128,8 @@ def main():
     args.out.mkdir(parents=True, exist_ok=True)
     impls = implementations(args)
     rows = []
-    for batch, seqlen_q, seqlen_k in ROWS:
+    wanted = {tuple(int(x) for x in r.split("x")) for r in filter(None, args.rows.split(","))}
+    for batch, seqlen_q, seqlen_k in [r for r in ROWS if not wanted or r in wanted]:
         torch.manual_seed(0)
         q = torch.randn(batch, seqlen_q, HEADS_Q, HEAD_DIM, device="cuda", dtype=torch.bfloat16)
         k = torch.randn(batch, seqlen_k, HEADS_KV, HEAD_DIM, device="cuda", dtype=torch.bfloat16)
@@ -163,19 +168,23 @@ def main():
     print(f"wrote {args.out / 'decode.json'}")
 
 
+def ours(names):
+    """flashgen's columns: its own choice, the paged copies, the forced split counts."""
+    return [n for n in names if n == "flashgen" or n.startswith(("paged", "split"))]
+
+
 def print_row(row, impls, header):
     names = list(impls)
     if header:
         print(f"{'B':>3} {'sq':>3} {'sk':>7} | " + " | ".join(f"{n:>17}" for n in names) +
-              " | best peer / flashgen (contiguous, paged " + ", ".join(str(p) for p in PAGE_SIZES) + ")")
+              " | best peer / flashgen (" + ", ".join(ours(names)) + ")")
     cells = []
     for n in names:
         r = row["results"].get(n, {})
         cells.append(f"{r['us']:7.0f} us {r['tbs']:4.2f} TB/s" if "us" in r else f"{'n/a':>17}")
-    ours = ["flashgen"] + [f"paged{p}" for p in PAGE_SIZES]
-    peers = [row["results"][n]["us"] for n in names if n not in ours and "us" in row["results"].get(n, {})]
-    ratio = " ".join(f"{min(peers) / row['results'][n]['us']:.2f}x" if peers and "us" in row["results"][n] else "n/a"
-                     for n in ours)
+    peers = [row["results"][n]["us"] for n in names if n not in ours(names) and "us" in row["results"].get(n, {})]
+    ratio = " ".join(f"{min(peers) / row['results'][n]['us']:.2f}x" if peers and "us" in row["results"].get(n, {})
+                     else "n/a" for n in ours(names))
     print(f"{row['batch']:>3} {row['seqlen_q']:>3} {row['seqlen_k']:>7} | " + " | ".join(cells) + f" | {ratio}",
           flush=True)
 

@@ -158,6 +158,7 @@ flashgen::ForwardArgs to_cpp(const flashgen_forward_args& in) {
   out.block_table = to_cpp(a.block_table);
   out.seqused_k = to_cpp(a.seqused_k);
   out.varlen = to_cpp_varlen(a);
+  out.num_splits = a.num_splits;
   return out;
 }
 

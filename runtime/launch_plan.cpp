@@ -140,16 +140,23 @@ std::int64_t splitkv_rows(const Problem& p) { return p.heads_q * (p.varlen ? p.t
 // slower at B = 8. A paged kernel balances over the CTA slots instead (SMs x CTAs per SM):
 // its K/V loads wait on a block-table lookup, which one CTA per SM does not hide (B = 1,
 // 256k keys, page 256: 16 splits on 128 SMs ran at 0.84x the contiguous kernel).
+// A count the caller asked for (ForwardArgs::num_splits) replaces the search.
 int split_count(const Problem& p, const std::vector<KernelSpec>& specs, int sm_count) {
+  static_assert(kMaxNumSplits == kFlashMaxSplits, "the API's bound is the kernels' bound");
   const KernelSpec* s = splitkv_of(specs);
   if (s == nullptr) return 1;
+  const int tiles = static_cast<int>(blocks(p.seqlen_k, s->block_n));
+  const auto filled = [tiles](int n) {  // the kernel gives each split ceil(tiles / n) tiles
+    const int per_split = (tiles + n - 1) / n;
+    return std::max(1, (tiles + per_split - 1) / per_split);
+  };
+  if (p.num_splits > 0) return filled(std::min(p.num_splits, static_cast<int>(kFlashMaxSplits)));
   const std::int64_t ctas = static_cast<std::int64_t>(splitkv_m_blocks(p, *s)) * p.heads_kv * p.batch;
   const std::int64_t sms = std::max(sm_count, 1);
   const int per_sm = std::clamp((max_shared_memory(s->arch) + 1024) / (s->shared_memory_bytes() + 1024), 1,
                                 2048 / s->threads());
   if (10 * ctas >= 8 * sms * per_sm) return 1;  // before splitting: 80 % of the slots
   const std::int64_t units = s->paged ? sms * per_sm : sms;  // what the work is balanced over
-  const int tiles = static_cast<int>(blocks(p.seqlen_k, s->block_n));
   const int max_splits = std::clamp(tiles / 2, 1, static_cast<int>(kFlashMaxSplits));
   int best_n = 1;
   double best = static_cast<double>((ctas + units - 1) / units);
@@ -157,9 +164,7 @@ int split_count(const Problem& p, const std::vector<KernelSpec>& specs, int sm_c
     const double cost = static_cast<double>((ctas * n + units - 1) / units) / n;
     if (cost < 0.95 * best) best = cost, best_n = n;
   }
-  // The kernel gives each split ceil(tiles / n) tiles: as many splits as that fills.
-  const int per_split = (tiles + best_n - 1) / best_n;
-  return (tiles + per_split - 1) / per_split;
+  return filled(best_n);
 }
 
 std::size_t forward_workspace_bytes(const Problem& p, int num_splits) {

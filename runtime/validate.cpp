@@ -3,6 +3,8 @@
 // limits of the backend the device selects (unsupported).
 #include "runtime/validate.h"
 
+#include "runtime/launch_plan.h"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -592,6 +594,18 @@ void check_packed_offsets(const Problem& p, const PackedSequences& s, const std:
     check_cu_seqlens_on_cpu(cu[1], p.total_k, s.max_seqlen_k, "k: shape[0] (total_k)", "varlen.max_seqlen_k");
 }
 
+// ForwardArgs::num_splits: a count split-KV can run, and a split only where it runs.
+void check_num_splits(const Problem& p) {
+  if (p.num_splits < 0 || p.num_splits > kMaxNumSplits)
+    fail(Status::invalid_argument, "num_splits: is {}, expected 0 (automatic), 1 (unsplit) or 2..{}", p.num_splits,
+         kMaxNumSplits);
+  if (p.num_splits > 1 && !decode_shaped(problem_key(p)))
+    fail(Status::invalid_argument,
+         "num_splits: is {}, expected 0 or 1 for this call: keys are split only in decode-shaped calls (seqlen_q <= {} "
+         "or a KV cache), this one has seqlen_q {} and no cache",
+         p.num_splits, kDecodeMaxSeqlenQ, p.seqlen_q);
+}
+
 std::array<Arg, 2> offsets_args(const PackedSequences& s) {
   return {Arg{"varlen.cu_seqlens_q", s.cu_seqlens_q, kCuSeqlensDims, 1, Kind::index},
           Arg{"varlen.cu_seqlens_k", s.cu_seqlens_k, kCuSeqlensDims, 1, Kind::index}};
@@ -636,6 +650,8 @@ Problem validate_forward(const ForwardArgs& args) {
   p.options = resolve_options(args.options, p.head_dim);
   check_backend_limits(tensors, p);
   check_packed_offsets(p, args.varlen, cu);
+  p.num_splits = args.num_splits;
+  check_num_splits(p);
   return p;
 }
 

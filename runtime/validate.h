@@ -31,6 +31,7 @@ struct Problem {
   // seqlen_q and seqlen_k are max_seqlen_q and max_seqlen_k, total_q and total_k the packed rows.
   bool varlen = false;
   std::int64_t total_q = 0, total_k = 0;
+  int num_splits = 0;  // ForwardArgs::num_splits: 0 automatic (split_count decides)
 };
 
 // head_dim ranges each backend supports.

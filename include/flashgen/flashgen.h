@@ -124,6 +124,8 @@ typedef struct flashgen_forward_args {
   flashgen_tensor cu_seqlens_k; /* int32 (batch + 1,) row offsets in k and v; set together with cu_seqlens_q */
   int64_t max_seqlen_q;         /* >= 1 with cu_seqlens: a bound on every sequence's queries */
   int64_t max_seqlen_k;         /* >= 1 with cu_seqlens_k: a bound on every sequence's keys */
+  /* split-KV decode's key splits (flashgen::ForwardArgs::num_splits): 0 automatic, 1 unsplit, 2..128 */
+  int32_t num_splits;
 } flashgen_forward_args;
 
 typedef struct flashgen_backward_args {

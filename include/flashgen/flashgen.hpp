@@ -101,7 +101,16 @@ struct ForwardArgs {
   // head_dim)) or of block_table row b (pages), seqused_k[b] of them (all without seqused_k):
   // a batch of prefill chunks and decode steps over their caches in one call.
   PackedSequences varlen = {};
+  // Split-KV decode (a call of seqlen_q <= 16, or over a KV cache): how many CTAs share each
+  // tile's keys, their partial results merged by an lse-combine kernel. 0 picks the count from
+  // the GPU's SMs and the lengths; 1 runs unsplit; n in 2..kMaxNumSplits splits the keys into
+  // ceil(tiles / ceil(tiles / n)) parts of whole key tiles (at most n). Other calls take only
+  // 0 or 1. The CPU backend computes the one exact result whatever the count.
+  int num_splits = 0;
 };
+
+// The most key splits a split-KV decode launch takes (ForwardArgs::num_splits).
+constexpr int kMaxNumSplits = 128;
 
 // Rotary position embedding (RoPE), FlashAttention's convention: cos and sin are (positions,
 // rotary_dim / 2) in the dtype of the rows they rotate, last dimension contiguous; rotary_dim

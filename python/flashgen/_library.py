@@ -97,6 +97,8 @@ def nvrtc_candidates(dirs=None):
 def library():
     """The loaded library with every C API function declared, told where pip's NVRTC is."""
     global _lib
+    if _lib is not None:  # set once, never reset: no lock on every call's path
+        return _lib
     with _lock:
         if _lib is None:
             lib = _capi.declare(ctypes.CDLL(locate()))
@@ -130,6 +132,8 @@ def runtime():
     after the CUDA driver has been torn down.
     """
     global _runtime
+    if _runtime is not None:  # set once, never reset
+        return _runtime
     lib = library()
     with _lock:
         if _runtime is None:

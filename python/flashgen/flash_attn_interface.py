@@ -16,8 +16,10 @@ flash_attn_with_kvcache takes contiguous and paged caches (block_table, any page
 one length for the batch (cache_seqlens an int) or per-sequence lengths (an int32 tensor):
 the new k, v are written into the cache in place (rotated by rotary_cos/sin when given) and
 the split-KV kernels read the lengths and pages on the device. cache_batch_idx picks each
-sequence's row of a contiguous cache (read as one page per sequence). cache_leftpad and a
-forced num_splits are refused until flashgen has them.
+sequence's row of a contiguous cache (read as one page per sequence). num_splits is
+FlashAttention-2's: 0 picks the split count from the GPU's SMs and the lengths, 1 does not
+split, n > 1 splits the keys into at most n parts (up to 128). cache_leftpad is refused until
+flashgen has it.
 """
 import torch
 
@@ -188,9 +190,6 @@ def flash_attn_with_kvcache(
     for name, (value, feature) in refused.items():
         if value is not None:
             raise ValueError(f"{name}: is set, expected None (flashgen has no {feature} in flash_attn_with_kvcache yet)")
-    if num_splits != 0:
-        raise ValueError(f"num_splits: is {num_splits}, expected 0 (flashgen picks the split count from the GPU's SMs "
-                         "and the lengths)")
     if (k is None) != (v is None):
         raise ValueError("k, v: one is set, expected both or neither (the new keys and values to append)")
     if (rotary_cos is None) != (rotary_sin is None):
@@ -245,7 +244,9 @@ def flash_attn_with_kvcache(
     else:
         raise ValueError("cache_seqlens: is a " + type(cache_seqlens).__name__ + ", expected None, an int or an "
                          "int32 tensor (batch,)")
-    dense_views = not paged and not per_sequence  # the dense cache with one length: views of it
+    # The dense cache with one length: views of it, through attention() (a forced split count
+    # needs the split-KV call over the cache instead).
+    dense_views = not paged and not per_sequence and num_splits == 0
     # Where each sequence's new rows go (and, with per-sequence lengths or pages, its length), on q's device.
     start = None
     if k is not None or not dense_views:
@@ -272,5 +273,6 @@ def flash_attn_with_kvcache(
     # Per-sequence lengths or a paged cache: the kernels read the lengths (and the pages) on the device.
     seqused = (start + new).to(torch.int32) if (per_sequence or new or length != capacity) else None
     o, lse = kv_cache_forward(q, k_cache, v_cache, block_table=block_table, seqused_k=seqused,
-                              softmax_scale=softmax_scale, causal=causal, window_size=window_size, softcap=softcap)
+                              softmax_scale=softmax_scale, causal=causal, window_size=window_size, softcap=softcap,
+                              num_splits=num_splits)
     return (o, lse) if return_softmax_lse else o

@@ -453,7 +453,7 @@ else:  # plain functions: eager calls into the library
 
 
 def kv_cache_forward(q, k_cache, v_cache, block_table=None, seqused_k=None, softmax_scale=None, causal=False,
-                     window_size=(-1, -1), softcap=0.0, cu_seqlens_q=None, max_seqlen_q=None):
+                     window_size=(-1, -1), softcap=0.0, cu_seqlens_q=None, max_seqlen_q=None, num_splits=0):
     """Attention of q over a KV cache, forward only (inference): returns (o, lse).
 
     q: (batch, seqlen_q, heads_q, head_dim). Dense cache: k_cache, v_cache (batch, seqlen_k,
@@ -468,6 +468,9 @@ def kv_cache_forward(q, k_cache, v_cache, block_table=None, seqused_k=None, soft
     head_dim), sequence b's queries rows cu_seqlens_q[b]:cu_seqlens_q[b + 1]; o is packed like
     q and lse is (heads_q, total_q), rows outside every sequence o = 0 and lse = -inf. A KV
     cache (block_table or seqused_k) is required then.
+
+    num_splits: the split-KV decode's key splits (0 automatic, 1 unsplit, 2..128); the CPU
+    backend's result does not depend on it.
     """
     scale = _scale(softmax_scale)
     q, k_cache, v_cache = _readable(q), _readable(k_cache), _readable(v_cache)
@@ -484,12 +487,12 @@ def kv_cache_forward(q, k_cache, v_cache, block_table=None, seqused_k=None, soft
         options = _options(scale, causal, window_left, window_right, softcap, False)
         view = _views(q, {"k": "k_cache", "v": "v_cache"})
         return _capi.forward_args(view, options, q=q, k=k_cache, v=v_cache, o=o, lse=lse, block_table=block_table,
-                                  seqused_k=seqused_k, varlen=varlen)
+                                  seqused_k=seqused_k, varlen=varlen, num_splits=num_splits)
 
     tensors = {"q": q, "k": k_cache, "v": v_cache, "o": o, "lse": lse, "block_table": block_table,
                "seqused_k": seqused_k, "cu_seqlens_q": cu_seqlens_q}
     args = _cached_args("kv_cache_forward", (scale, causal, window_left, window_right, softcap,
-                                             varlen and varlen[2]), tensors, build)
+                                             varlen and varlen[2], num_splits), tensors, build)
     _library.check(_library.library().flashgen_forward(_library.runtime(), ctypes.byref(args), _stream(q)))
     return o, lse
 
@@ -552,8 +555,8 @@ def attention(
     torch >= 2.4: a custom operator, traceable by torch.compile(fullgraph=True);
     torch 1.13 to 2.3: a torch.autograd.Function with the same results (eager only).
     """
-    o, lse = _attention(q, k, v, *_op_options(q, k, v, softmax_scale, causal, window_size, softcap, deterministic,
-                                              return_lse))
+    options = _op_options(q, k, v, softmax_scale, causal, window_size, softcap, deterministic, return_lse)
+    o, lse = (_forward if _eager_without_autograd(options, q, k, v) else _attention)(q, k, v, *options)
     return (o, lse) if return_lse else o
 
 
@@ -582,10 +585,22 @@ def varlen_attention(
     head_dim), or (o, lse) with lse float32 (heads_q, total_q); rows outside every sequence get
     o = 0, lse = -inf and zero gradients. Differentiable in q, k, v (and through lse).
     """
-    o, lse = _varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k),
-                               *_op_options(q, k, v, softmax_scale, causal, window_size, softcap, deterministic,
-                                            return_lse))
+    options = _op_options(q, k, v, softmax_scale, causal, window_size, softcap, deterministic, return_lse)
+    forward = _varlen_forward if _eager_without_autograd(options, q, k, v) else _varlen_attention
+    o, lse = forward(q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k), *options)
     return (o, lse) if return_lse else o
+
+
+# torch.compiler.is_compiling: torch >= 2.3 (older torch has no custom_op to trace either).
+_is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
+
+
+def _eager_without_autograd(options, *tensors):
+    """Whether a call may run the operator's body directly: no gradient wanted (options'
+    prepare_backward, see _op_options), not traced (torch.compile), plain tensors (no FakeTensor
+    or other subclass that needs dispatch). Inference then skips torch.library's dispatch,
+    ~35 us a call on torch 2.11 (bench/python_call_overhead.py), more than the call below it."""
+    return not options[-1] and not _is_compiling() and all(type(t) is torch.Tensor for t in tensors)
 
 
 def _op_options(q, k, v, softmax_scale, causal, window_size, softcap, deterministic, return_lse):

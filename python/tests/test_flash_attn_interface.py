@@ -102,6 +102,25 @@ class FlashAttnInterfaceTest(unittest.TestCase):
                 o = fai.flash_attn_with_kvcache(q, k_cache, v_cache, window_size=(10, 0))
                 self.check(o, q, k_cache, v_cache, window_size=(10, 0))
 
+    def test_kvcache_num_splits_forces_the_split_count(self):
+        """FlashAttention-2's num_splits: 1 unsplit, n > 1 at most n key splits; every count gives standard
+        attention (on the CPU the very same result), whole cache or per-sequence lengths."""
+        for device in self.devices:
+            dtype = torch.float32 if device == "cpu" else torch.bfloat16
+            k_cache, v_cache = (self.randn(3, 700, 2, 64, device=device, dtype=dtype) for _ in range(2))
+            q = self.randn(3, 2, 8, 64, device=device, dtype=dtype)
+            lengths = torch.tensor([700, 1, 333], dtype=torch.int32, device=device)
+            auto = fai.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths)
+            for n in (1, 3, 128):
+                with self.subTest(device=device, num_splits=n):
+                    o = fai.flash_attn_with_kvcache(q, k_cache, v_cache, num_splits=n)
+                    self.check(o, q, k_cache, v_cache)
+                    o = fai.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lengths, num_splits=n)
+                    for b, length in enumerate(lengths.tolist()):
+                        self.check(o[b:b + 1], q[b:b + 1], k_cache[b:b + 1, :length], v_cache[b:b + 1, :length])
+                    if device == "cpu":
+                        self.assertTrue(torch.equal(o, auto))
+
     def test_kvcache_paged_and_per_sequence_lengths(self):
         """A paged cache (pages shuffled, page sizes 1, 5 and 16) and per-sequence lengths: the new rows
         land at each sequence's position, in its pages, and q attends to its first lengths + new keys."""
@@ -282,7 +301,8 @@ class FlashAttnInterfaceTest(unittest.TestCase):
             ({"cache_batch_idx": torch.zeros(1, dtype=torch.int32), "block_table": torch.zeros(1, 1, dtype=torch.int32)},
              r"cache_batch_idx: is set with block_table"),
             ({"cache_leftpad": torch.zeros(1, dtype=torch.int32)}, r"cache_leftpad: is set, expected None"),
-            ({"num_splits": 2}, r"num_splits: is 2, expected 0"),
+            ({"num_splits": -1}, r"num_splits: is -1, expected 0 \(automatic\), 1 \(unsplit\) or 2..128"),
+            ({"num_splits": 129}, r"num_splits: is 129, expected 0 \(automatic\), 1 \(unsplit\) or 2..128"),
             ({"k": self.randn(1, 1, 1, 32), "cache_seqlens": 3}, r"k, v: one is set, expected both or neither"),
             ({"k": self.randn(1, 1, 1, 32), "v": self.randn(1, 1, 1, 32)}, r"cache_seqlens: is None with k, v given"),
             ({"k": self.randn(1, 2, 1, 32), "v": self.randn(1, 2, 1, 32), "cache_seqlens": 15},

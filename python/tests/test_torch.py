@@ -259,6 +259,39 @@ class CpuTest(TorchTestCase):
         with self.assertRaisesRegex(TypeError, "k: dtype is torch.float16"):  # checked for a new signature
             flashgen.attention(q, k.half(), v, causal=True)
 
+    def test_inference_runs_the_operator_body_without_dispatch(self):
+        """Calls that want no gradient skip the custom operator (its dispatch is most of a small call's
+        time); calls whose inputs require grad go through it, and both give the same values."""
+        q, k, v = self.qkv(1, 7, 9, 2, 1, 16)
+        cu, cu_k = torch.tensor([0, 3, 7], dtype=torch.int32), torch.tensor([0, 4, 9], dtype=torch.int32)
+        calls = []
+        originals = {"_attention": torch_op._attention, "_varlen_attention": torch_op._varlen_attention}
+
+        def recording(name):
+            def run(*args):
+                calls.append(name)
+                return originals[name](*args)
+            return run
+
+        try:
+            for name in originals:
+                setattr(torch_op, name, recording(name))
+            with torch.no_grad():
+                inference = flashgen.attention(q, k, v, causal=True)
+            inference_varlen = flashgen.varlen_attention(q[0], k[0], v[0], cu, cu_k, 4, 5)  # nothing requires grad
+            self.assertEqual(calls, [])
+            q.requires_grad_()
+            training = flashgen.attention(q, k, v, causal=True)
+            training_varlen = flashgen.varlen_attention(q[0], k[0], v[0], cu, cu_k, 4, 5)
+            self.assertEqual(calls, ["_attention", "_varlen_attention"])
+        finally:
+            for name, op in originals.items():
+                setattr(torch_op, name, op)
+        self.assertTrue(torch.equal(inference, training.detach()))
+        self.assertTrue(torch.equal(inference_varlen, training_varlen.detach()))
+        training.sum().backward()
+        self.assertIsNotNone(q.grad)
+
     def test_errors_carry_flashgens_message(self):
         q, k, v = self.qkv(1, 5, 5, 3, 2, 16)
         with self.assertRaisesRegex(ValueError, r"k: shape\[2\] \(heads_kv\) is 2"):

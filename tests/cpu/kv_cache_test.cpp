@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -202,6 +203,42 @@ TEST(KvCacheCpu, PackedQueriesAreValidatedAgainstTheCache) {
   expect_error(pc.x.args, fmt::format("varlen.cu_seqlens_q: [4] is {}, expected at most q: shape[0] (total_q) = {}",
                                       pc.total_q + 1, pc.total_q));
   for (float o : pc.x.o) EXPECT_TRUE(std::isnan(o)) << "a refused call wrote o";
+}
+
+// num_splits: 0..128 in decode-shaped calls, 0 or 1 elsewhere; the CPU's result is the same
+// exact one whatever the count.
+TEST(KvCacheCpu, NumSplitsIsValidatedAndLeavesTheResultAlone) {
+  std::mt19937 rng(11);
+  Call x = make_call(Cache{}, rng);
+  ForwardArgs a = x.args;
+  a.num_splits = -1;
+  expect_error(a, "num_splits: is -1, expected 0 (automatic), 1 (unsplit) or 2..128");
+  a.num_splits = 129;
+  expect_error(a, "num_splits: is 129, expected 0 (automatic), 1 (unsplit) or 2..128");
+  Runtime rt;
+  rt.forward(x.args);
+  const std::vector<float> o = x.o, lse = x.lse;
+  for (int n : {1, 7, 128}) {
+    a.num_splits = n;
+    std::fill(x.o.begin(), x.o.end(), std::numeric_limits<float>::quiet_NaN());
+    rt.forward(a);
+    EXPECT_EQ(0, std::memcmp(o.data(), x.o.data(), o.size() * sizeof(float))) << n << " splits";
+    EXPECT_EQ(0, std::memcmp(lse.data(), x.lse.data(), lse.size() * sizeof(float))) << n << " splits";
+  }
+  // Without a cache a call splits only at seqlen_q <= 16: 17 queries take 0 or 1.
+  Cache prefill;
+  prefill.seqlen_q = 17;
+  Call y = make_call(prefill, rng);
+  a = y.args;
+  a.block_table = {};
+  a.seqused_k = {};
+  a.k = Tensor::contiguous(y.k.data(), DType::f32, {prefill.batch, prefill.capacity, prefill.heads_kv, prefill.head_dim});
+  a.v = Tensor::contiguous(y.v.data(), DType::f32, {prefill.batch, prefill.capacity, prefill.heads_kv, prefill.head_dim});
+  a.num_splits = 1;
+  rt.forward(a);
+  a.num_splits = 2;
+  expect_error(a, "num_splits: is 2, expected 0 or 1 for this call: keys are split only in decode-shaped calls "
+                  "(seqlen_q <= 16 or a KV cache), this one has seqlen_q 17 and no cache");
 }
 
 // Indices readable on the host are checked before any output is written.

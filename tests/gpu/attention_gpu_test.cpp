@@ -553,9 +553,9 @@ TEST_F(GpuTest, DeterministicBackwardIsBitwiseReproducible) {
   EXPECT_EQ(nan, 0u) << "dq has unwritten elements";
 }
 
-// The split-KV decode planned for 1 SM (one split) and for 132 and 1000 SMs (29 and 47
-// splits): each within the rule against the oracle, and bitwise the same over repeated runs
-// at a fixed split count.
+// The split-KV decode planned for 1 SM (one split), for 132 and 1000 SMs (29 and 47 splits)
+// and with counts the caller forces (ForwardArgs::num_splits 1, 7, 128): each within the rule
+// against the oracle, and bitwise the same over repeated runs at a fixed split count.
 TEST_F(GpuTest, DecodeSplitsMatchTheOracleAndAreBitwiseStable) {
   const Case c = make_case(128, 1, 9001, 2, 16, 2);
   const unsigned seed = std::random_device{}();
@@ -571,19 +571,28 @@ TEST_F(GpuTest, DecodeSplitsMatchTheOracleAndAreBitwiseStable) {
   const cpu::Fp64Outputs ref = cpu::standard_forward_f64(p, to_f64(in.q), to_f64(in.k), to_f64(in.v), cpu_threads());
   const PtResult pt = input_precision_attention(p, in.q, in.k, in.v, in.dout, cpu_threads());
   KernelCache cache;
-  for (int sms : {1, 132, 1000}) {
-    SCOPED_TRACE(fmt::format("{} SMs: {} splits", sms, split_count(p, specs, sms)));
-    if (sms == 1) {
-      EXPECT_EQ(split_count(p, specs, sms), 1);
+  // (SMs, ForwardArgs::num_splits, the splits launched); 0: any count above 8. 9001 keys are
+  // 141 tiles of 64: 7 splits of 21 tiles, 128 asked for give 71 of 2.
+  ASSERT_EQ(specs.at(0).block_n, 64);
+  const std::array<std::array<int, 3>, 6> runs{{{1, 0, 1}, {132, 0, 0}, {1000, 0, 0}, {132, 1, 1}, {132, 7, 7},
+                                                {132, 128, 71}}};
+  for (const auto& [sms, requested, expected] : runs) {
+    ForwardArgs fa_n = fa;
+    fa_n.num_splits = requested;
+    const Problem p_n = validate_forward(fa_n);
+    const int splits = split_count(p_n, specs, sms);
+    SCOPED_TRACE(fmt::format("{} SMs, num_splits {}: {} splits", sms, requested, splits));
+    if (expected == 0) {
+      EXPECT_GT(splits, 8);
     } else {
-      EXPECT_GT(split_count(p, specs, sms), 8);
+      EXPECT_EQ(splits, expected);
     }
     std::vector<std::uint16_t> first;
     std::vector<float> first_lse;
     for (int run = 0; run < 3; ++run) {
       pr.o_st->device.fill_nan();
       pr.lse.fill_nan();
-      gpu_forward(cache, fa, p, nullptr, specs, sms);
+      gpu_forward(cache, fa_n, p_n, nullptr, specs, sms);
       synchronize();
       pr.o_st->download();
       std::vector<float> lse(static_cast<std::size_t>(c.batch) * c.heads_q * c.seqlen_q);
