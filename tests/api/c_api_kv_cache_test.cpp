@@ -79,6 +79,10 @@ TEST_F(CApiKvCache, RandomPagedCachesMatchTheOracleAndBadIndicesAreRefused) {
     a.options.causal = round % 2;
     if (paged) a.block_table = view(table_block.get(), FLASHGEN_INT32, {batch, cache.max_pages});
     if (per_sequence) a.seqused_k = view(used_block.get(), FLASHGEN_INT32, {batch});
+    a.num_splits = 129;  // one more than split-KV takes
+    EXPECT_EQ(flashgen_forward(runtime_, &a, nullptr), FLASHGEN_ERROR_INVALID_ARGUMENT);
+    EXPECT_THAT(flashgen_last_error(), HasSubstr("num_splits: is 129, expected 0 (automatic), 1 (unsplit) or 2..128"));
+    a.num_splits = uniform(0, 128);  // any count: the CPU's result is the exact one
     ASSERT_EQ(flashgen_forward(runtime_, &a, nullptr), FLASHGEN_OK) << flashgen_last_error();
 
     // The oracle over the dense cache; without key counts a paged sequence holds its pages.
