@@ -48,9 +48,15 @@ KernelSpec forward_spec(const ProblemKey& p, Arch arch) {
   // FA3's tiles: 192 query rows on three consumer warpgroups at d64, 128 on two above; key
   // tiles as wide as the registers of S, P and O allow (docs/perf-notes.md, "warp-specialised").
   // d64 causal up to the 1k bucket: 128 query rows on two consumers (`flashgen tune` on the
-  // H200: +4 % at N = 512, +6 % at 1k; short causal rows leave 192-row tiles idle).
+  // H200: +4 % at N = 512, +6 % at 1k; short causal rows leave 192-row tiles idle). At most
+  // 512 rows the all-threads 64x64 wgmma kernel (one warpgroup, more CTAs on the short rows)
+  // beats both: 191.7 against 185.4 TFLOP/s at N = 512, equal at 1k (flashgen bench, H200,
+  // 2026-12-03; the seqlen buckets join 512 and 1k, so this rule reads the lengths).
   const bool short_causal = p.causal && !p.window && seqlen_bucket(p.seqlen_q, p.seqlen_k) <= 1024;
+  const long long longest = std::max(p.seqlen_q, p.seqlen_k);  // 0: not known yet (MLIR's dynamic dims)
+  const bool very_short_causal = p.causal && !p.window && longest > 0 && longest <= 512;
   if (arch == Arch::sm_90a && p.head_dim % 8 == 0) {
+    if (d <= 64 && very_short_causal) return first_valid(s, {{64, 64, 4, 2}});
     if (d <= 64) return first_valid(s, {short_causal ? Tiles{128, 128, 12, 2} : Tiles{192, 128, 16, 2}});
     if (d <= 128) return first_valid(s, {{128, 128, 12, 2}});
     if (d <= 192) return first_valid(s, {{128, 112, 12, 2}});
