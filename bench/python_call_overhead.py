@@ -7,16 +7,18 @@ including the final synchronisation. The split shows where the time goes: the cu
 (torch.library dispatch), the torch.autograd.Function path and the library call underneath.
 """
 import argparse
+import ctypes
 import json
 import pathlib
 import statistics
 import time
+import timeit
 
 import torch
 import torch.nn.functional as F
 
 import flashgen
-from flashgen import flash_attn_interface, torch_op
+from flashgen import _library, flash_attn_interface, torch_op
 
 
 def per_call_us(fn, calls, repeats):
@@ -37,12 +39,39 @@ def per_call_us(fn, calls, repeats):
     return statistics.median(issue), statistics.median(wall)
 
 
+def time_parts(q, k, v, options):
+    """The pieces of torch_op._forward, each in a loop of its own (best of 5, us)."""
+    o, lse = torch_op._outputs(q)
+    torch_op._forward(q, k, v, *options)
+    inputs = {"q": q, "k": k, "v": v}
+    args = torch_op._cached_args("forward", (options[:6], True), inputs, None, {"o": o, "lse": lse})
+    lib, runtime, stream = _library.library(), _library.runtime(), torch_op._stream(q)
+    parts = {
+        "torch.empty(shape, dtype=, device=)": lambda: torch.empty(q.shape, dtype=q.dtype, device=q.device),
+        "torch.empty_like": lambda: torch.empty_like(q, memory_format=torch.contiguous_format),
+        "Tensor.new_empty": lambda: q.new_empty((4, 128), dtype=torch.float32),
+        "_outputs (o, lse)": lambda: torch_op._outputs(q),
+        "_cached_args (a known signature)": lambda: torch_op._cached_args("forward", (options[:6], True), inputs, None,
+                                                                          {"o": o, "lse": lse}),
+        "flashgen_forward (ctypes, the C call)": lambda: lib.flashgen_forward(runtime, ctypes.byref(args), stream),
+    }
+    rows = {}
+    for name, fn in parts.items():
+        us = min(timeit.repeat(fn, number=2000, repeat=5)) / 2000 * 1e6
+        torch.cuda.synchronize()
+        rows[name] = {"us": round(us, 2)}
+        print(f"  {name:38} {us:7.2f}")
+    return rows
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--calls", type=int, default=1000)
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--causal", action="store_true")
     p.add_argument("--out", type=pathlib.Path, default=None, help="directory for python_call_overhead.json")
+    p.add_argument("--parts", action="store_true", help="also time the pieces of one call (allocations, the "
+                   "argument struct, the library call alone)")
     a = p.parse_args()
 
     torch.manual_seed(0)
@@ -63,6 +92,8 @@ def main():
         issue, wall = per_call_us(fn, a.calls, a.repeats)
         rows[name] = {"issue_us": round(issue, 2), "wall_us": round(wall, 2)}
         print(f"{name:32} {issue:9.1f} {wall:9.1f}")
+    if a.parts:
+        rows.update(time_parts(q, k, v, options))
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}")
     if a.out:
         a.out.mkdir(parents=True, exist_ok=True)

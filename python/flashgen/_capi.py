@@ -206,11 +206,13 @@ def tensor(name, data_ptr, dtype, device, shape, strides):
 
 def forward_args(view, options, *, q, k, v, o, lse, block_table=None, seqused_k=None, varlen=None, num_splits=0):
     """flashgen_forward_args over caller-owned arrays; view(name, array) makes each flashgen_tensor
-    (block_table, seqused_k and varlen: None for absent; num_splits 0: automatic)."""
+    (lse, block_table, seqused_k and varlen: None for absent; num_splits 0: automatic)."""
     if not -(2**31) <= int(num_splits) < 2**31:
         raise ValueError(f"num_splits: is {num_splits}, expected 0 (automatic), 1 (unsplit) or 2..128")
-    args = ForwardArgs(q=view("q", q), k=view("k", k), v=view("v", v), o=view("o", o), lse=view("lse", lse),
-                       options=options, num_splits=int(num_splits))
+    args = ForwardArgs(q=view("q", q), k=view("k", k), v=view("v", v), o=view("o", o), options=options,
+                       num_splits=int(num_splits))
+    if lse is not None:
+        args.lse = view("lse", lse)
     if block_table is not None:
         args.block_table = view("block_table", block_table)
     if seqused_k is not None:

@@ -278,6 +278,7 @@ class CpuTest(TorchTestCase):
                 setattr(torch_op, name, recording(name))
             with torch.no_grad():
                 inference = flashgen.attention(q, k, v, causal=True)
+                inference_lse = flashgen.attention(q, k, v, causal=True, return_lse=True)
             inference_varlen = flashgen.varlen_attention(q[0], k[0], v[0], cu, cu_k, 4, 5)  # nothing requires grad
             self.assertEqual(calls, [])
             q.requires_grad_()
@@ -288,6 +289,8 @@ class CpuTest(TorchTestCase):
             for name, op in originals.items():
                 setattr(torch_op, name, op)
         self.assertTrue(torch.equal(inference, training.detach()))
+        self.assertTrue(torch.equal(inference_lse[0], inference))
+        self.assertTrue(torch.equal(inference_lse[1], flashgen.attention(q, k, v, causal=True, return_lse=True)[1].detach()))
         self.assertTrue(torch.equal(inference_varlen, training_varlen.detach()))
         training.sum().backward()
         self.assertIsNotNone(q.grad)
