@@ -44,7 +44,8 @@ def __getattr__(name):
     if name in ("attention", "varlen_attention"):
         from . import torch_op
 
-        return getattr(torch_op, name)
+        value = globals()[name] = getattr(torch_op, name)  # later lookups skip this hook (~1 us a call)
+        return value
     if name == "numpy":
         from . import numpy
 

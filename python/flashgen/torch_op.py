@@ -20,7 +20,9 @@ _DTYPES = {torch.float32: _capi.DType.F32, torch.float16: _capi.DType.F16, torch
 
 def _readable(t):
     """`t`, or a copy when its last dimension is not contiguous (flashgen requires stride 1 there)."""
-    return t if t.dim() == 0 or t.size(-1) <= 1 or t.stride(-1) == 1 else t.contiguous()
+    if t.dim() and t.stride(-1) != 1 and t.size(-1) > 1:
+        return t.contiguous()
+    return t
 
 
 def _dtype_code(name, t):
