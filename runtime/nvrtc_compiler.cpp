@@ -129,11 +129,14 @@ namespace {
 // which ptxas allocates when nothing else bounds it. Compiled with fewer (flags such as
 // --maxrregcount or -Ofc=mid in FLASHGEN_NVRTC_FLAGS), its consumers' setmaxnreg.inc would
 // wait forever: refuse the kernel instead of hanging the GPU.
+bool register_split_holds(const KernelSpec& spec, const GeneratedSource& source, const CompileOutput& out) {
+  return !source.register_split || out.resources.registers == 65536 / spec.threads() / 8 * 8;
+}
+
 void check_register_split(const KernelSpec& spec, const GeneratedSource& source, const CompileOutput& out,
                           const CompileOptions& options) {
-  if (!source.register_split) return;
+  if (register_split_holds(spec, source, out)) return;
   const int launch = 65536 / spec.threads() / 8 * 8;
-  if (out.resources.registers == launch) return;
   throw Error(Status::compile_error,
               fmt::format("{}: ptxas allocated {} registers per thread, but this warp-specialised kernel's "
                           "producer/consumer register split (setmaxnreg) needs the launch's full {} per thread "
@@ -143,11 +146,28 @@ void check_register_split(const KernelSpec& spec, const GeneratedSource& source,
                           fmt::join(options.extra_flags, " ")));
 }
 
+// NVRTC's fast-compile mode (-Ofc=min|mid|max) halves compile time but may leave a
+// warp-specialised kernel fewer registers than its split needs (at max: the d64 and d96 dK/dV
+// kernels; docs/perf-notes.md, "-Ofc"): such a kernel is compiled again without it.
+bool drop_fast_compile(CompileOptions& options) {
+  const auto fast = [](const std::string& f) { return f.starts_with("-Ofc") || f.starts_with("--Ofast-compile"); };
+  return std::erase_if(options.extra_flags, fast) > 0;
+}
+
 }  // namespace
 
 CompiledKernel compile_kernel(const KernelSpec& spec, const GeneratedSource& source, const CompileOptions& options) {
   CompileOutput out = compile_source(spec.uri(), source.source, spec.arch, options, source.kernel_name);
-  check_register_split(spec, source, out, options);
+  CompileOptions used = options;
+  if (!register_split_holds(spec, source, out) && drop_fast_compile(used)) {
+    CompileOutput full = compile_source(spec.uri(), source.source, spec.arch, used, source.kernel_name);
+    full.log = fmt::format("flashgen: fast-compile mode left {} registers, fewer than the register split needs: "
+                           "compiled again without it ({:.0f} ms)\n{}",
+                           out.resources.registers, out.compile_ms, full.log);
+    full.compile_ms += out.compile_ms;
+    out = std::move(full);
+  }
+  check_register_split(spec, source, out, used);
   CompiledKernel k;
   k.spec = spec;
   k.kernel_name = source.kernel_name;

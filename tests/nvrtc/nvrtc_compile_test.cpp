@@ -110,7 +110,8 @@ TEST(Nvrtc, CompileKernelNamesTheSpecInErrors) {
 }
 
 // A warp-specialised kernel compiled with fewer registers than its launch allocates would
-// hang in setmaxnreg.inc: refused, naming the counts and the flags. Without flags it compiles.
+// hang in setmaxnreg.inc: refused, naming the counts and the flags. Without flags it compiles;
+// NVRTC's fast-compile mode, which bounds the registers (12.8 on), gives way to a full compile.
 TEST(Nvrtc, WarpSpecialisedKernelsNeedTheLaunchsRegisters) {
   KernelSpec spec;
   spec.arch = Arch::sm_90a;
@@ -120,21 +121,27 @@ TEST(Nvrtc, WarpSpecialisedKernelsNeedTheLaunchsRegisters) {
   spec.warps = 12;
   ASSERT_TRUE(spec.warp_specialized());
   EXPECT_EQ(compile_kernel(spec, {}).resources.registers, 168);
-  // --maxrregcount does not bound it (__launch_bounds__ and setmaxnreg decide); NVRTC's
-  // fast-compile mode (12.8 on) does: ptxas then allocates ~100.
-  const NvrtcLibrary& nv = nvrtc_library();
-  if (nv.major == 12 && nv.minor < 8) GTEST_SKIP() << "-Ofc needs NVRTC 12.8";
-  CompileOptions bounded;
-  bounded.extra_flags = {"-Ofc=mid"};
+  // A source claiming a register split that ptxas compiles to a handful of registers.
+  CompileOptions flags;
+  flags.extra_flags = {"-DFLASHGEN_UNUSED=1"};
+  GeneratedSource small{.kernel_name = "small", .source = shared_kernel("small", 64), .register_split = true};
   try {
-    compile_kernel(spec, bounded);
-    FAIL() << "a warp-specialised kernel bounded to 128 registers was accepted";
+    compile_kernel(spec, small, flags);
+    FAIL() << "a warp-specialised kernel with fewer than 168 registers was accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.status(), Status::compile_error);
     EXPECT_THAT(e.what(), StartsWith(spec.uri() + ": ptxas allocated "));
     EXPECT_THAT(e.what(), HasSubstr("needs the launch's full 168 per thread (384 threads)"));
-    EXPECT_THAT(e.what(), HasSubstr("[-Ofc=mid]"));
+    EXPECT_THAT(e.what(), HasSubstr("[-DFLASHGEN_UNUSED=1]"));
   }
+  const NvrtcLibrary& nv = nvrtc_library();
+  if (nv.major == 12 && nv.minor < 8) GTEST_SKIP() << "-Ofc needs NVRTC 12.8";
+  CompileOptions fast;
+  fast.extra_flags = {"-Ofc=mid"};  // ~100 registers for this kernel: compiled again in full
+  const CompiledKernel k = compile_kernel(spec, fast);
+  EXPECT_EQ(k.resources.registers, 168);
+  EXPECT_THAT(k.log, HasSubstr("flashgen: fast-compile mode left "));
+  EXPECT_THAT(k.log, HasSubstr("compiled again without it"));
 }
 
 TEST(Nvrtc, CompileKernelUsesTheSpecsArchAndEntry) {
