@@ -136,6 +136,8 @@ TEST(Nvrtc, WarpSpecialisedKernelsNeedTheLaunchsRegisters) {
   }
   const NvrtcLibrary& nv = nvrtc_library();
   if (nv.major == 12 && nv.minor < 8) GTEST_SKIP() << "-Ofc needs NVRTC 12.8";
+  // Last: NVRTC 13.0 keeps the fast-compile mode for later compiles of the process (ctest runs
+  // each test in its own; docs/perf-notes.md, "-Ofc").
   CompileOptions fast;
   fast.extra_flags = {"-Ofc=mid"};  // ~100 registers for this kernel: compiled again in full
   const CompiledKernel k = compile_kernel(spec, fast);
@@ -232,6 +234,7 @@ TEST(Nvrtc, TheNvrtcTheTestRunAsksForIsTheOneLoaded) {
   if (major == nullptr) GTEST_SKIP() << "FG_TEST_NVRTC_MAJOR unset: any NVRTC will do";
   EXPECT_THAT(nvrtc_version(), StartsWith(std::string(major) + "."));
 }
+
 
 }  // namespace
 }  // namespace flashgen
