@@ -92,8 +92,10 @@ def _cached_args(kind, extra, inputs, build, outputs=None):
     absent one): a copy of the struct build() made for the same signature, with their data
     pointers. The signature is kind, extra and the inputs' layouts; outputs are the call's fresh
     tensors, whose layouts follow from the inputs' (and so from the signature)."""
-    key = (kind, extra, *((name, t.dtype, t.device, t.shape, t.stride()) for name, t in inputs.items()
-                          if t is not None))
+    key = (kind, extra)
+    for name, t in inputs.items():  # a loop of concatenations: half a generator's time here
+        if t is not None:
+            key += (name, t.dtype, t.device, t.shape, t.stride())
     template = _ARG_STRUCTS.get(key)
     if template is None:
         template = build()
@@ -615,7 +617,12 @@ def _eager_without_autograd(options, *tensors):
     or other subclass that needs dispatch). Inference then skips torch.library's dispatch (~20 us
     a call on torch 2.11: forward_op 49 against _forward 26 us on the H200 machine) and allocates
     lse only when the caller wants it."""
-    return not options[-1] and not _is_compiling() and all(type(t) is torch.Tensor for t in tensors)
+    if options[-1] or _is_compiling():
+        return False
+    for t in tensors:
+        if type(t) is not torch.Tensor:
+            return False
+    return True
 
 
 def _op_options(q, k, v, softmax_scale, causal, window_size, softcap, deterministic, return_lse):
