@@ -134,6 +134,8 @@ if [[ $mode != tests && $mode != tune ]]; then
   echo "== decode (B x seqlen_q x seqlen_k; D 128, 32 query heads, 8 KV heads; us, TB/s) =="
   python3 "$root/bench/decode.py" --out "$out/bench" ${FA4:+--fa4} --commit "${BENCH_COMMIT:-unknown}" \
     2>&1 | tee "$out/decode.log" | tail -8
+  echo "== Python host time per call (tiny forward, us; SDPA beside) =="
+  python3 "$root/bench/python_call_overhead.py" --parts --out "$out/bench" 2>&1 | tee "$out/python-call.log" | tail -14
   if [[ $mode == full || $mode == extra ]]; then
     echo "== long sequences (B=1, H=16, D=128, causal): time and peak extra memory =="
     python3 "$root/bench/long_sequence.py" --out "$out/bench" 2>&1 | tee "$out/long.log"
