@@ -138,7 +138,7 @@ def flash_attn_varlen_func(
             raise ValueError(f"cu_seqlens_k: is {cu_seqlens_k.dtype}, expected torch.int32")
         o, _ = kv_cache_forward(q, k, v, block_table=block_table, seqused_k=torch.diff(cu_seqlens_k),
                                 softmax_scale=softmax_scale, causal=causal, window_size=window_size, softcap=softcap,
-                                cu_seqlens_q=cu_seqlens_q, max_seqlen_q=max_seqlen_q)
+                                cu_seqlens_q=cu_seqlens_q, max_seqlen_q=max_seqlen_q, return_lse=False)
         return o
     return varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                             softmax_scale=softmax_scale, causal=causal, window_size=window_size, softcap=softcap,
@@ -274,5 +274,5 @@ def flash_attn_with_kvcache(
     seqused = (start + new).to(torch.int32) if (per_sequence or new or length != capacity) else None
     o, lse = kv_cache_forward(q, k_cache, v_cache, block_table=block_table, seqused_k=seqused,
                               softmax_scale=softmax_scale, causal=causal, window_size=window_size, softcap=softcap,
-                              num_splits=num_splits)
+                              num_splits=num_splits, return_lse=return_softmax_lse)
     return (o, lse) if return_softmax_lse else o

@@ -463,7 +463,8 @@ else:  # plain functions: eager calls into the library
 
 
 def kv_cache_forward(q, k_cache, v_cache, block_table=None, seqused_k=None, softmax_scale=None, causal=False,
-                     window_size=(-1, -1), softcap=0.0, cu_seqlens_q=None, max_seqlen_q=None, num_splits=0):
+                     window_size=(-1, -1), softcap=0.0, cu_seqlens_q=None, max_seqlen_q=None, num_splits=0,
+                     return_lse=True):
     """Attention of q over a KV cache, forward only (inference): returns (o, lse).
 
     q: (batch, seqlen_q, heads_q, head_dim). Dense cache: k_cache, v_cache (batch, seqlen_k,
@@ -480,7 +481,8 @@ def kv_cache_forward(q, k_cache, v_cache, block_table=None, seqused_k=None, soft
     cache (block_table or seqused_k) is required then.
 
     num_splits: the split-KV decode's key splits (0 automatic, 1 unsplit, 2..128); the CPU
-    backend's result does not depend on it.
+    backend's result does not depend on it. return_lse False: lse is None (not computed, not
+    allocated: a decode step's host time).
     """
     scale = _scale(softmax_scale)
     q, k_cache, v_cache = _readable(q), _readable(k_cache), _readable(v_cache)
@@ -488,7 +490,7 @@ def kv_cache_forward(q, k_cache, v_cache, block_table=None, seqused_k=None, soft
     if packed and max_seqlen_q is None:
         raise ValueError("max_seqlen_q: is None with cu_seqlens_q, expected a bound (int >= 1) on every sequence's "
                          "queries")
-    o, lse = _outputs(q, packed=packed)
+    o, lse = _outputs(q, packed=packed, with_lse=return_lse)
     window_left, window_right = window_size
     varlen = (cu_seqlens_q, None, int(max_seqlen_q), 0) if packed else None
 
@@ -502,7 +504,8 @@ def kv_cache_forward(q, k_cache, v_cache, block_table=None, seqused_k=None, soft
     tensors = {"q": q, "k": k_cache, "v": v_cache, "block_table": block_table, "seqused_k": seqused_k,
                "cu_seqlens_q": cu_seqlens_q}
     args = _cached_args("kv_cache_forward", (scale, causal, window_left, window_right, softcap,
-                                             varlen and varlen[2], num_splits), tensors, build, {"o": o, "lse": lse})
+                                             varlen and varlen[2], num_splits, bool(return_lse)), tensors, build,
+                        {"o": o, "lse": lse})
     _library.check(_library.library().flashgen_forward(_library.runtime(), ctypes.byref(args), _stream(q)))
     return o, lse
 

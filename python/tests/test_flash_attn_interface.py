@@ -17,6 +17,7 @@ except ImportError:
 
 if torch is not None:
     from flashgen import flash_attn_interface as fai
+    from flashgen.torch_op import kv_cache_forward
     from test_torch import standard_attention
 
 # flash_attn 2.6+ (flash_attn_interface.py): names, order, defaults.
@@ -120,6 +121,11 @@ class FlashAttnInterfaceTest(unittest.TestCase):
                         self.check(o[b:b + 1], q[b:b + 1], k_cache[b:b + 1, :length], v_cache[b:b + 1, :length])
                     if device == "cpu":
                         self.assertTrue(torch.equal(o, auto))
+            # Without lse: none computed or returned, the same o.
+            with_lse = kv_cache_forward(q, k_cache, v_cache, seqused_k=lengths)
+            o, lse = kv_cache_forward(q, k_cache, v_cache, seqused_k=lengths, return_lse=False)
+            self.assertIsNone(lse)
+            self.assertTrue(torch.equal(o, with_lse[0]))
 
     def test_kvcache_paged_and_per_sequence_lengths(self):
         """A paged cache (pages shuffled, page sizes 1, 5 and 16) and per-sequence lengths: the new rows
