@@ -129,20 +129,21 @@ namespace {
 // which ptxas allocates when nothing else bounds it. Compiled with fewer (flags such as
 // --maxrregcount or -Ofc=mid in FLASHGEN_NVRTC_FLAGS), its consumers' setmaxnreg.inc would
 // wait forever: refuse the kernel instead of hanging the GPU.
+int launch_registers(const KernelSpec& spec) { return 65536 / spec.threads() / 8 * 8; }
+
 bool register_split_holds(const KernelSpec& spec, const GeneratedSource& source, const CompileOutput& out) {
-  return !source.register_split || out.resources.registers == 65536 / spec.threads() / 8 * 8;
+  return !source.register_split || out.resources.registers == launch_registers(spec);
 }
 
 void check_register_split(const KernelSpec& spec, const GeneratedSource& source, const CompileOutput& out,
                           const CompileOptions& options) {
   if (register_split_holds(spec, source, out)) return;
-  const int launch = 65536 / spec.threads() / 8 * 8;
   throw Error(Status::compile_error,
               fmt::format("{}: ptxas allocated {} registers per thread, but this warp-specialised kernel's "
                           "producer/consumer register split (setmaxnreg) needs the launch's full {} per thread "
                           "({} threads); launched, it would hang. Extra NVRTC flags: [{}] (FLASHGEN_NVRTC_FLAGS): "
                           "drop the ones that bound registers",
-                          spec.uri(), out.resources.registers, launch, spec.threads(),
+                          spec.uri(), out.resources.registers, launch_registers(spec), spec.threads(),
                           fmt::join(options.extra_flags, " ")));
 }
 

@@ -223,12 +223,16 @@ void encode_tensor_maps(const KernelSpec& spec, FlashAttentionParams& params) {
   const CudaDriver& d = cuda_driver();
   const std::array<FlashTensorMap*, 4> out = targets(spec, params);
   for (int i = 0; i < 4; ++i) {
-    const auto what = [&] { return fmt::format("{} of {}", shape_and_strides(v[i], params.head_dim), to_string(spec.dtype)); };
+    const auto what = [&] {
+      return fmt::format("{} of {}", shape_and_strides(v[i], params.head_dim), to_string(spec.dtype));
+    };
     encode(d, spec, what, m[i], *out[i]);
   }
   if (needs_dq_accum_map(spec)) {
     const TensorMapLayout a = dq_accum_map_layout(spec, params);
-    const auto what = [&] { return fmt::format("the fp32 dQ accumulator ({} rows of {} floats)", a.dims[1], a.dims[0]); };
+    const auto what = [&] {
+      return fmt::format("the fp32 dQ accumulator ({} rows of {} floats)", a.dims[1], a.dims[0]);
+    };
     encode(d, spec, what, a, params.tma_dq_accum);
   }
 }

@@ -602,8 +602,10 @@ void check_num_splits(const Problem& p) {
   if (p.num_splits > 1 && !decode_shaped(problem_key(p)))
     fail(Status::invalid_argument,
          "num_splits: is {}, expected 0 or 1 for this call: keys are split only in decode-shaped calls (seqlen_q <= {} "
-         "or a KV cache), this one has seqlen_q {} and no cache",
-         p.num_splits, kDecodeMaxSeqlenQ, p.seqlen_q);
+         "or a KV cache), this one {}",
+         p.num_splits, kDecodeMaxSeqlenQ,
+         p.varlen ? "packs sequences without a cache (they run on the prefill kernels)"
+                  : fmt::format("has seqlen_q {} and no cache", p.seqlen_q));
 }
 
 std::array<Arg, 2> offsets_args(const PackedSequences& s) {

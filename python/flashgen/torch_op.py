@@ -569,10 +569,7 @@ def attention(
     torch 1.13 to 2.3: a torch.autograd.Function with the same results (eager only).
     """
     options = _op_options(q, k, v, softmax_scale, causal, window_size, softcap, deterministic, return_lse)
-    if _eager_without_autograd(options, q, k, v):  # lse only when asked for
-        o, lse = _run_forward(q, k, v, options[:6], False, with_lse=return_lse)
-    else:
-        o, lse = _attention(q, k, v, *options)
+    o, lse = _forward_call(q, k, v, options)
     return (o, lse) if return_lse else o
 
 
@@ -602,11 +599,7 @@ def varlen_attention(
     o = 0, lse = -inf and zero gradients. Differentiable in q, k, v (and through lse).
     """
     options = _op_options(q, k, v, softmax_scale, causal, window_size, softcap, deterministic, return_lse)
-    varlen = (cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k))
-    if _eager_without_autograd(options, q, k, v):  # lse only when asked for
-        o, lse = _run_forward(q, k, v, options[:6], False, varlen, with_lse=return_lse)
-    else:
-        o, lse = _varlen_attention(q, k, v, *varlen, *options)
+    o, lse = _forward_call(q, k, v, options, (cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k)))
     return (o, lse) if return_lse else o
 
 
@@ -614,14 +607,23 @@ def varlen_attention(
 _is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
 
 
-def _eager_without_autograd(options, *tensors):
-    """Whether a call may run the operator's body directly: no gradient wanted (options'
-    prepare_backward, see _op_options), not traced (torch.compile), plain tensors (no FakeTensor
-    or other subclass that needs dispatch). Inference then skips torch.library's dispatch (~20 us
-    a call on torch 2.11: forward_op 49 against _forward 26 us on the H200 machine) and allocates
-    lse only when the caller wants it."""
-    if options[-1] or _is_compiling():
-        return False
+def _forward_call(q, k, v, options, varlen=None):
+    """(o, lse) of a public forward call; options: _op_options' tuple (its last two entries are
+    return_lse and prepare_backward); varlen as _run_forward takes it. A call that wants no
+    gradient, is not traced (torch.compile) and has plain tensors (no FakeTensor or other subclass
+    that needs dispatch) runs the operator's body directly: it skips torch.library's dispatch
+    (~20 us a call on torch 2.11: forward_op 49 against _forward 26 us on the H200 machine) and
+    allocates lse only when the caller wants it (lse None otherwise)."""
+    body_options, return_lse, prepare_backward = options[:6], options[6], options[7]
+    if not prepare_backward and not _is_compiling() and _plain(q, k, v):
+        return _run_forward(q, k, v, body_options, False, varlen, with_lse=return_lse)
+    if varlen is None:
+        return _attention(q, k, v, *options)
+    return _varlen_attention(q, k, v, *varlen, *options)
+
+
+def _plain(*tensors):
+    """Every tensor a torch.Tensor itself (a loop: no generator on the per-call path)."""
     for t in tensors:
         if type(t) is not torch.Tensor:
             return False
