@@ -37,7 +37,7 @@ struct FwdSplitKvKernel {
     const int rows_q = min(Cfg::kBlockM, off.seqlen_q() * group - r0);
     if (Cfg::kVarlen && rows_q <= 0) return;  // packed: the grid covers the longest sequence
     const u32 smem = smem_u32(dynamic_smem());
-    const Mainloop mainloop(off, smem, packed, w.head_kv, r0, warp, lane);
+    Mainloop mainloop(off, smem, packed, w.head_kv, r0, warp, lane);  // not const: load_kv looks pages up ahead
     mainloop.load_q(p, off, packed, r0, rows_q, tid);
 
     // The keys the tile's query positions see, in whole tiles, and this split's share of them.

@@ -72,10 +72,18 @@ struct FwdSplitKvMainloop {
   using Pipeline = CpAsyncPipeline<Cfg::kStages, false>;
   using Accumulator = float[kRT][kDT][4];
 
+  // Paged caches whose tile rows the warps' lanes can name (WarpRowOrder): each lane looks up
+  // its row's page one K/V tile ahead, so the block table's latency hides under a tile's
+  // math instead of sitting between the ring's barrier and the tile's cp.async.
+  using KvRowOrder = WarpRowOrder<typename Layout::KV, Cfg::kThreads>;
+  static constexpr bool kPagesAhead = Cfg::kPaged && Cfg::kVecLoad && KvRowOrder::kApplies;
+
   u32 s_q, s_kv;
   const u16 *k, *v;  // dense caches: row 0 of the KV head
   int h_kv;
   int pos[kRT][2];  // query positions of this thread's C-fragment rows (the mask's rows)
+  PagePosition ahead{0, 0};  // kPagesAhead: this lane's row of K/V tile ahead_tile
+  int ahead_tile = -1;
 
   __device__ __forceinline__ FwdSplitKvMainloop(const Offsets& off, u32 smem, const PackedRows& packed, int h_kv,
                                                 int r0, int warp, int lane)
@@ -96,12 +104,21 @@ struct FwdSplitKvMainloop {
 
   // Producer: K/V tile n_block into `stage` (all threads). A paged cache gathers the tile's
   // rows from their pages; rows past the keys are zero-filled and name no page.
+  // The tiles are loaded in order (n_block, n_block + 1, ...), so the lookup ahead is the next one's.
   __device__ __forceinline__ void load_kv(const FlashAttentionParams& p, const Offsets& off, int n_block,
-                                          int stage, int tid) const {
+                                          int stage, int tid) {
     const int n0 = n_block * Cfg::kBlockN;
     const int rows_valid = off.seqlen_k() - n0;
     const u32 s_k = s_kv + stage * Layout::kStageBytes;
-    if constexpr (Cfg::kPaged) {
+    if constexpr (kPagesAhead) {
+      const int row = KvRowOrder::row(tid >> 5, tid & 31);
+      const PagePosition at = ahead_tile == n_block ? ahead : off.key_page(n0 + row);
+      ahead = off.key_page(n0 + Cfg::kBlockN + row);  // used by the next call, a tile later
+      ahead_tile = n_block + 1;
+      using KV = typename Layout::KV;
+      load_kv_rows_by_lane<KV, Cfg::kThreads, Cfg::kHeadDim>(
+          s_k, s_k + KV::kBytes, at, [&](PagePosition a) { return off.kv_rows_at(h_kv, a); }, rows_valid, tid);
+    } else if constexpr (Cfg::kPaged) {
       using KV = typename Layout::KV;
       load_kv_row_pairs<KV, Cfg::kThreads, Cfg::kHeadDim, Cfg::kVecLoad>(
           s_k, s_k + KV::kBytes, [&](int r) { return off.kv_rows(h_kv, n0 + r); }, rows_valid, tid);

@@ -74,18 +74,28 @@ class KvCacheOffsets : public TensorRows<typename Select<kVarlen, PackedQueryRow
   };
   // Row `key` (0 <= key < seqlen_k()) of KV head h_kv of k and of v: one page lookup for both.
   __device__ __forceinline__ KvRows kv_rows(int h_kv, int key) const {
-    const FlashAttentionParams& p = this->p_;
-    const u16* k = static_cast<const u16*>(p.k);
-    const u16* v = static_cast<const u16*>(p.v);
     if constexpr (kPaged) {
-      const PagePosition at = page_position(p, this->b_, key);
-      // An entry outside the cache reads its first or last page, never memory it does not own.
-      const i64 page = min(max(at.page, 0), p.num_pages - 1);
-      return {k + page * p.k_stride.batch + h_kv * p.k_stride.head + at.row * p.k_stride.row,
-              v + page * p.v_stride.batch + h_kv * p.v_stride.head + at.row * p.v_stride.row};
+      return kv_rows_at(h_kv, key_page(key));
     } else {
-      return {this->k_rows(k, p.k_stride, h_kv, key), this->k_rows(v, p.v_stride, h_kv, key)};
+      const FlashAttentionParams& p = this->p_;
+      return {this->k_rows(static_cast<const u16*>(p.k), p.k_stride, h_kv, key),
+              this->k_rows(static_cast<const u16*>(p.v), p.v_stride, h_kv, key)};
     }
+  }
+
+  // Paged: where key `key` (>= 0) lives, the block-table lookup alone (a key past the keys
+  // looks up the last one: never a slot beyond the sequence's). Split from kv_rows_at so that
+  // a loader can look up a tile ahead and hand the places between lanes.
+  __device__ __forceinline__ PagePosition key_page(int key) const {
+    return page_position(this->p_, this->b_, min(key, seqlen_k_ - 1));
+  }
+  // Paged: the K and V rows at `at` (a key_page result) of KV head h_kv.
+  __device__ __forceinline__ KvRows kv_rows_at(int h_kv, PagePosition at) const {
+    const FlashAttentionParams& p = this->p_;
+    // An entry outside the cache reads its first or last page, never memory it does not own.
+    const i64 page = min(max(at.page, 0), p.num_pages - 1);
+    return {static_cast<const u16*>(p.k) + page * p.k_stride.batch + h_kv * p.k_stride.head + at.row * p.k_stride.row,
+            static_cast<const u16*>(p.v) + page * p.v_stride.batch + h_kv * p.v_stride.head + at.row * p.v_stride.row};
   }
 
  private:

@@ -109,6 +109,48 @@ __device__ __forceinline__ void load_kv_row_pairs(u32 s_k, u32 s_v, const RowPai
   }
 }
 
+// The order in which load_kv_row_pairs' copies visit rows, seen from one warp: when a row's
+// chunks fit a warp (kChunks divides 32) the warp copies kRowsPerIter rows per iteration, and
+// all its rows (kWarpRows of them, at most 32) can each be named by one lane: lane j holds the
+// warp's j-th row, row(warp, j). Then a gather looks up each row once, in one lane, and the
+// copies fetch the place by a shuffle (load_kv_rows_by_lane) instead of once per chunk.
+template <class KV, int kThreads>
+struct WarpRowOrder {
+  static constexpr int kRowsPerIter = KV::kChunks <= 32 ? 32 / KV::kChunks : 1;
+  static constexpr int kIters = KV::kRows * KV::kChunks / kThreads;
+  static constexpr int kWarpRows = kIters * kRowsPerIter;
+  static constexpr bool kApplies =
+      32 % KV::kChunks == 0 && kThreads % 32 == 0 && (KV::kRows * KV::kChunks) % kThreads == 0 && kWarpRows <= 32;
+
+  // The tile row of the warp's j-th row (lanes j >= kWarpRows repeat the first ones).
+  static __device__ __forceinline__ int row(int warp, int j) {
+    j %= kWarpRows;
+    return warp * kRowsPerIter + j / kRowsPerIter * (kThreads / KV::kChunks) + j % kRowsPerIter;
+  }
+};
+
+// load_kv_row_pairs (kVec) with each row's place looked up by one lane: `mine` is the place
+// (a struct of two ints: {page, row}) of this lane's row in WarpRowOrder, rows_at(place) the
+// {k, v} row pointers there. All threads of every warp take part (shuffles).
+template <class KV, int kThreads, int kCols, class Place, class RowsAt>
+__device__ __forceinline__ void load_kv_rows_by_lane(u32 s_k, u32 s_v, Place mine, const RowsAt& rows_at,
+                                                     int rows_valid, int tid) {
+  using Order = WarpRowOrder<KV, kThreads>;
+  static_assert(Order::kApplies, "a warp's rows are named by its lanes");
+  const int lane = tid & 31;
+#pragma unroll
+  for (int it = 0; it < Order::kIters; ++it) {
+    const int i = tid + it * kThreads;
+    const int row = i / KV::kChunks, c = i % KV::kChunks;
+    const int from = it * Order::kRowsPerIter + lane / KV::kChunks;  // the lane holding this row
+    const Place at{__shfl_sync(0xffffffffu, mine.page, from), __shfl_sync(0xffffffffu, mine.row, from)};
+    const auto kv = rows_at(at);  // rows past the keys: the last key's place, not read
+    const bool valid = row < rows_valid && c * 8 < kCols;
+    cp_async16(s_k + KV::chunk(row, c), kv.k + c * 8, valid);
+    cp_async16(s_v + KV::chunk(row, c), kv.v + c * 8, valid);
+  }
+}
+
 // Eight fp32 values rounded to 16 bits by Element into columns c*8.. (c*8 < kCols) of a global
 // row, those below kCols; with kVec (kCols % 8 == 0) one 16-byte store.
 template <class Element, int kCols, bool kVec>

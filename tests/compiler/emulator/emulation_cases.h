@@ -77,6 +77,10 @@ inline std::vector<EmulationCase> emulation_cases() {
       {128, 21, 300, 4, 4, 2, true, -1, -1, 0.0f, DType::bf16, false, false, 1, true, 16},
       {64, 3, 600, 3, 4, 1, false, -1, -1, 0.0f, DType::f16, false, false, 2, true, 0},
       {96, 2, 150, 2, 4, 2, false, 30, 0, 10.0f, DType::bf16, false, false, 1, false, 7},
+      // Paged caches whose pages each lane looks up a tile ahead (WarpRowOrder): 8 and 32
+      // chunks per row (4 rows and 1 row per warp and copy), page sizes that straddle tiles.
+      {64, 1, 1333, 2, 8, 2, false, -1, -1, 0.0f, DType::f16, false, false, 2, false, 5},
+      {256, 3, 290, 3, 4, 1, true, -1, -1, 0.0f, DType::bf16, false, false, 1, true, 3},
   };
 }
 

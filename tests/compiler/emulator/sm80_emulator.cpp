@@ -1,5 +1,6 @@
 #include "sm80_emulator.h"
 
+#include <bit>
 #include <cstdio>
 #include <cstdlib>
 
@@ -93,6 +94,16 @@ float __shfl_xor_sync(unsigned, float v, int lane_mask) {
   w.value[l] = v;
   emu::warp_sync();
   const float r = w.value[l ^ lane_mask];
+  emu::warp_sync();
+  return r;
+}
+
+int __shfl_sync(unsigned, int v, int src_lane) {
+  emu::Cta::Warp& w = emu::current_warp();
+  const int l = emu::lane();
+  w.value[l] = std::bit_cast<float>(v);
+  emu::warp_sync();
+  const int r = std::bit_cast<int>(w.value[src_lane & 31]);
   emu::warp_sync();
   return r;
 }
