@@ -409,7 +409,7 @@ using M = flash::FwdSplitKvMainloop<Traits>;
 extern "C" __global__ void t(const __grid_constant__ FlashAttentionParams p) {
   const M::Offsets off(p, 0);
   const flash::PackedRows rows{4, 0};
-  const M m(off, 0, rows, 0, 0, threadIdx.x / 32, threadIdx.x % 32);
+  M m(off, 0, rows, 0, 0, threadIdx.x / 32, threadIdx.x % 32);  // load_kv keeps the page lookup ahead
   m.load_q(p, off, rows, 0, 12, threadIdx.x);
   m.load_kv(p, off, 0, 0, threadIdx.x);
   const flash::Visibility<true> vis(p.seqlen_q, p.seqlen_k, -1, 0);
