@@ -12,6 +12,10 @@ DkdvMainloop dkdv_mainloop(const KernelSpec& s) {
 KernelPieces kernel_pieces(const KernelSpec& s) {
   switch (s.pass) {
     case Pass::fwd:  // heaviest (last, under a causal mask) query tiles first
+      if (s.warp_specialized() && s.persistent)
+        return {{"fwd/fwd_kernel_sm90.cuh", "scheduler/persistent.cuh"},
+                "flash::FwdKernelSm90<Traits, flash::StaticPersistentScheduler<Traits::kBlockM>, "
+                "flash::FwdMainloopSm90<Traits>, flash::FwdEpilogueSm90<Traits>>"};
       if (s.warp_specialized())
         return {{"fwd/fwd_kernel_sm90.cuh"},
                 "flash::FwdKernelSm90<Traits, flash::SingleTileScheduler<true>, flash::FwdMainloopSm90<Traits>, "

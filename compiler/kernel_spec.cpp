@@ -114,12 +114,18 @@ std::vector<std::string> KernelSpec::problems() const {
     if (head_dim % 8 != 0)
       add(out, "head_dim: got {} for the warp-specialised forward, expected a multiple of 8 (TMA rows of 16 bytes)",
           head_dim);
+    if (persistent && (causal || window))
+      add(out, "persistent: set with a {} mask, expected unmasked tiles (the static scheduler balances equal "
+          "tiles only)", causal ? "causal" : "window");
   } else if (pass == Pass::fwd || pass == Pass::bwd_dq) {
     // The tensor-core passes split their tile across warps in 16-row slices.
     if (block_m % (16 * warps) != 0)
       add(out, "block_m: got {} with {} warps, expected a multiple of 16*warps = {} (each warp owns 16-row slices)",
           block_m, warps, 16 * warps);
   }
+  if (persistent && !(pass == Pass::fwd && warp_specialized()))
+    add(out, "persistent: set for the {} pass with {} warps, expected the sm_90a warp-specialised forward only",
+        to_string(pass), warps);
   if (paged && pass != Pass::fwd_splitkv && pass != Pass::kv_append)
     add(out, "paged: set for the {} pass, expected it only on fwd_splitkv and kv_append (the paged-cache kernels)",
         to_string(pass));

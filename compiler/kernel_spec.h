@@ -72,6 +72,10 @@ struct KernelSpec : ProblemOptions {
   int block_n = 64;
   int warps = 4;
   int stages = 2;
+  // The warp-specialised forward as one CTA per SM looping over the work tiles
+  // (templates/scheduler/persistent.cuh): the next tile's Q and K/V load under this one's
+  // last products and epilogue, which stage O in a buffer of their own.
+  bool persistent = false;
   Arch arch = Arch::sm_80;
 
   // The width kernels are compiled for: flashgen::padded_head_dim(head_dim).

@@ -25,9 +25,10 @@ int KernelSpec::shared_memory_bytes() const {
   const int d = uses_wgmma() ? (padded_head_dim() + 63) / 64 * 64 : padded_head_dim();
   switch (pass) {
     case Pass::fwd:  // Q tile + `stages` x (K tile, V tile); warp-specialised: + the mbarriers of
-                     // Q and of the K and V rings (full and empty per stage), 8 bytes each
+                     // Q and of the K and V rings (full and empty per stage), 8 bytes each;
+                     // persistent: + the O staging tile and Q's `empty` mbarrier
       return tile_bytes(block_m, d) + stages * 2 * tile_bytes(block_n, d) +
-             (warp_specialized() ? 8 * (1 + 4 * stages) : 0);
+             (warp_specialized() ? 8 * (1 + 4 * stages) : 0) + (persistent ? tile_bytes(block_m, d) + 8 : 0);
     case Pass::bwd_dkdv: {  // K, V tiles + `stages` x (Q, dO tiles, lse and D rows) + dS^T tile (atomic dQ)
       const int align = uses_wgmma() ? 1024 : 16;  // wgmma tiles start 1024-byte aligned
       const int stage = (2 * tile_bytes(block_m, d) + 2 * block_m * 4 + align - 1) / align * align;

@@ -127,6 +127,10 @@ constexpr void for_each_spec_field(F&& f) {
                        .doc = "packed variable-length sequences: per-sequence offsets and lengths read from "
                               "cu_seqlens (launch parameters)",
                        .device = "kVarlen", .hashed_when_set = true});
+  f(SpecField<K, bool>{.member = &K::persistent, .name = "persistent", .role = FieldRole::tile,
+                       .uri = "_persistent", .hash_key = "persistent", .cli = "--persistent",
+                       .doc = "one CTA per SM looping over the work tiles (the sm_90a warp-specialised forward)",
+                       .device = "kPersistent", .hashed_when_set = true});
   f(SpecField<K, Arch>{.member = &K::arch, .name = "arch", .role = FieldRole::target, .uri = "_", .hash_key = "arch",
                        .cli = "--arch", .doc = "target GPU architecture", .mlir = MlirPlace::after_for});
 }

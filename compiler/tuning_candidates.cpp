@@ -92,6 +92,7 @@ void vary(const Candidate& base, size_t slot, const std::vector<Tiles>& tiles, c
       s.block_n = t.block_n;
       s.warps = t.warps;
       s.stages = stages;
+      s.persistent = false;  // the heuristic's tiles alone are tried in both forms (tuning_candidates)
       if (!fits(s, limits) && pass == Pass::fwd && stages > 1) s.stages = 1;
       if (!fits(s, limits)) continue;
       if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(std::move(c));
@@ -178,6 +179,14 @@ CandidateSet tuning_candidates(const TuningKey& key, const DeviceLimits& limits)
     vary(def, slot_of(def, Pass::fwd), forward_tiles(d), limits, set.candidates);
     if (key.arch == Arch::sm_90a && key.head_dim % 8 == 0)
       vary(def, slot_of(def, Pass::fwd), forward_ws_tiles(), limits, set.candidates);
+    // The heuristic's warp-specialised tiles in the other scheduling (persistent or one CTA
+    // per tile): the one A/B the selection's persistent rule rests on.
+    Candidate other = def;
+    KernelSpec& fwd = other[slot_of(other, Pass::fwd)];
+    fwd.persistent = !fwd.persistent;
+    if (fwd.warp_specialized() && fits(fwd, limits) &&
+        std::find(set.candidates.begin(), set.candidates.end(), other) == set.candidates.end())
+      set.candidates.push_back(std::move(other));
   } else {
     vary(def, slot_of(def, Pass::bwd_dkdv), dkdv_tiles(d), limits, set.candidates);
     // Deterministic: dQ tiles beside the default dK/dV kernel (the two kernels' times add).

@@ -112,7 +112,7 @@ void gpu_forward(KernelCache& cache, const ForwardArgs& args, const Problem& p, 
                  const std::vector<KernelSpec>& specs, int sm_count) {
   const int splits = split_count(p, specs, sm_count);  // once: the workspace and the plan both follow it
   with_workspace(forward_workspace_bytes(p, splits), nullptr, 0, "", stream, [&](void* workspace) {
-    for (KernelLaunch& l : plan_forward(args, p, specs, splits, workspace)) launch(cache, l, stream);
+    for (KernelLaunch& l : plan_forward(args, p, specs, splits, workspace, sm_count)) launch(cache, l, stream);
   });
 }
 

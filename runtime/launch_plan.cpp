@@ -177,10 +177,16 @@ std::vector<KernelLaunch> plan_backward(const BackwardArgs& args, const Problem&
 }
 
 std::vector<KernelLaunch> plan_forward(const ForwardArgs& args, const Problem& p, const std::vector<KernelSpec>& specs,
-                                       int num_splits, void* workspace) {
+                                       int num_splits, void* workspace, int sm_count) {
   const KernelSpec fwd = specs.at(0);
   KernelLaunch l{fwd, {blocks(p.seqlen_q, fwd.block_m), static_cast<unsigned>(p.heads_q), static_cast<unsigned>(p.batch)},
                  base_params(p, args.varlen)};
+  if (fwd.persistent) {  // the tiles in one dimension (scheduler/persistent.cuh walks them)
+    const std::uint64_t tiles = std::uint64_t{l.grid[0]} * l.grid[1] * l.grid[2];  // 0: nothing to launch
+    const std::uint64_t most = sm_count > 0 ? static_cast<std::uint64_t>(sm_count) : 0x7fffffffu;  // grid.x limit
+    const std::uint64_t ctas = std::min(tiles, most);
+    l.grid = {static_cast<unsigned>(ctas), 1, 1};
+  }
   FlashAttentionParams& f = l.params;
   f.q = args.q.data;
   f.k = args.k.data;

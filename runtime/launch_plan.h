@@ -47,9 +47,11 @@ std::vector<KernelLaunch> plan_forward(const ForwardArgs& args, const Problem& p
 std::vector<KernelLaunch> plan_backward(const BackwardArgs& args, const Problem& p, Arch arch, void* workspace);
 
 // The same plans with the kernels chosen by the caller (an autotune winner), in the
-// order select_forward_kernels / select_backward_kernels return them.
+// order select_forward_kernels / select_backward_kernels return them. A persistent forward
+// launches min(work tiles, sm_count) CTAs (every tile its own CTA when sm_count is 0: the
+// kernel takes any grid).
 std::vector<KernelLaunch> plan_forward(const ForwardArgs& args, const Problem& p, const std::vector<KernelSpec>& specs,
-                                       int num_splits, void* workspace);
+                                       int num_splits, void* workspace, int sm_count = 0);
 std::vector<KernelLaunch> plan_backward(const BackwardArgs& args, const Problem& p,
                                         const std::vector<KernelSpec>& specs, void* workspace);
 

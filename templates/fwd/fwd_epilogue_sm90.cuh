@@ -1,9 +1,10 @@
 // The warp-specialised forward's epilogue (sm_90a), per consumer warpgroup: O (already
-// divided by l) rounded to 16 bits into the warpgroup's own rows of the Q tile (its last
-// product reading them has retired), then to global by TMA stores, which clip rows past
-// the sequence end and columns past the head dim; lse = m + log(l) straight from registers.
-// Packed sequences end inside the tensor, where a TMA store would not clip: a warpgroup
-// whose rows the sequence's end cuts stores them with its threads instead.
+// divided by l) rounded to 16 bits into the warpgroup's own rows of the staging tile `s_q`
+// (the Q tile, whose last product reading them has retired, or the persistent kernel's O
+// tile), then to global by TMA stores, which clip rows past the sequence end and columns past
+// the head dim; lse = m + log(l) straight from registers. Packed sequences end inside the
+// tensor, where a TMA store would not clip: a warpgroup whose rows the sequence's end cuts
+// stores them with its threads instead.
 #pragma once
 
 #include "arch/fence.cuh"
@@ -26,6 +27,9 @@ struct FwdEpilogueSm90 {
     const int lane = threadIdx.x & 31;
     const int q_row0 = 64 * wg;
     const int warp_row0 = q_row0 + 16 * ((threadIdx.x >> 5) & 3);
+    // Persistent: the previous tile's TMA store may still read these rows until the storing
+    // thread's wait (at the end of this function) has returned.
+    if constexpr (Cfg::kPersistent) named_barrier_sync(barrier, 128);
     store_fragments<typename Cfg::Element, Tile, false>(s_q, o, warp_row0, 0, 1.0f, lane);
     const int g = lane >> 2;
     if (p.lse != nullptr && (lane & 3) == 0) {

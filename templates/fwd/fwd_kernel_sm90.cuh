@@ -2,8 +2,9 @@
 // producer / wgmma consumer mainloop (fwd/fwd_mainloop_sm90.cuh) and the TMA-store
 // epilogue. Warpgroup 0 is the producer: it gives its registers up (setmaxnreg) and one
 // thread issues every load; warpgroups 1..kConsumers compute 64 query rows each with the
-// registers the producer gave up. One tile per CTA: a persistent scheduler needs the Q tile
-// (which O is staged in) guarded across tiles, which this kernel does not do yet.
+// registers the producer gave up. Every role walks the scheduler's tiles: one per CTA
+// (SingleTileScheduler), or persistent (StaticPersistentScheduler: the mainloop's rings and
+// Q tile carry over, O is staged apart, Cfg::kPersistent).
 #pragma once
 
 #include "arch/ptx.cuh"
@@ -36,35 +37,53 @@ struct FwdKernelSm90 {
     if (threadIdx.x == 0) mainloop.init();
     __syncthreads();  // the only CTA-wide barrier: the producer's idle warps leave after it
 
-    const WorkTile w = Scheduler::first();
-    const int h = w.head;
-    const int h_kv = h / (p.heads_q / p.heads_kv);
-    const int m0 = w.block * Cfg::kBlockM;
-    const typename Cfg::Offsets off(p, w.batch);
-    if (off.past_queries(m0)) return;  // a packed sequence shorter than the grid: the whole CTA
-    const int rows_q = min(Cfg::kBlockM, off.seqlen_q() - m0);
-    const Visibility<Cfg::kLocal> vis(off.seqlen_q(), off.seqlen_k(), p.window_left, p.window_right);
-    int key_lo, key_hi, n_begin, n_end;
-    vis.key_range(m0, m0 + rows_q, key_lo, key_hi);
-    tile_span<Cfg::kBlockN>(key_lo, key_hi, n_begin, n_end);
-
     const int wg = warpgroup_index();
     if (wg == 0) {
       setmaxnreg_dec<kProducerRegisters>();
-      if (threadIdx.x == 0) mainloop.load(p, off, h, h_kv, m0, n_begin, n_end);
+      if (threadIdx.x != 0) return;
+      typename Mainloop::RoleState st = mainloop.producer_start(p);
+      for (WorkTile w = Scheduler::first(p); w.valid; w = Scheduler::next(p, w)) {
+        const Tile t(p, w);
+        if (!t.skipped) mainloop.load(p, t.off, w.head, t.h_kv, t.m0, t.n_begin, t.n_end, st);
+      }
       return;
     }
     setmaxnreg_inc<kConsumerRegisters>();
-    typename Mainloop::Accumulator o;
-    zero(o);
-    typename Mainloop::Ledger ledger;
-    ledger.init();
-    mainloop.mma(p, vis, m0, rows_q, n_begin, n_end, wg - 1, o, ledger);
-    float lse[1][2];
-    ledger.finish(o, p.scale_log2, lse);
-    Epilogue::template store<typename Layout::Q>(p, off, mainloop.s_q, h, m0, rows_q, o, lse, wg - 1,
-                                                 Mainloop::Barriers::kEpilogue + wg - 1);
+    typename Mainloop::RoleState st = Mainloop::consumer_start();
+    for (WorkTile w = Scheduler::first(p); w.valid; w = Scheduler::next(p, w)) {
+      const Tile t(p, w);
+      if (t.skipped) continue;
+      typename Mainloop::Accumulator o;
+      zero(o);
+      typename Mainloop::Ledger ledger;
+      ledger.init();
+      mainloop.mma(p, t.vis, t.m0, t.rows_q, t.n_begin, t.n_end, wg - 1, o, ledger, st);
+      float lse[1][2];
+      ledger.finish(o, p.scale_log2, lse);
+      Epilogue::template store<typename Layout::Q>(p, t.off, mainloop.s_o, w.head, t.m0, t.rows_q, o, lse, wg - 1,
+                                                   Mainloop::Barriers::kEpilogue + wg - 1);
+    }
   }
+
+ private:
+  // A work tile as every role sees it: its sequence's offsets, its query rows and the key
+  // tiles they see. Skipped: a packed sequence shorter than the grid's longest.
+  struct Tile {
+    typename Cfg::Offsets off;
+    int h_kv, m0, rows_q, n_begin = 0, n_end = 0;
+    Visibility<Cfg::kLocal> vis;
+    bool skipped;
+
+    __device__ __forceinline__ Tile(const FlashAttentionParams& p, const WorkTile& w)
+        : off(p, w.batch), h_kv(w.head / (p.heads_q / p.heads_kv)), m0(w.block * Cfg::kBlockM),
+          rows_q(min(Cfg::kBlockM, off.seqlen_q() - m0)),
+          vis(off.seqlen_q(), off.seqlen_k(), p.window_left, p.window_right), skipped(off.past_queries(m0)) {
+      if (skipped) return;
+      int key_lo, key_hi;
+      vis.key_range(m0, m0 + rows_q, key_lo, key_hi);
+      tile_span<Cfg::kBlockN>(key_lo, key_hi, n_begin, n_end);
+    }
+  };
 };
 
 }  // namespace flash

@@ -5,7 +5,11 @@
 // with P in registers, overlapped within the warpgroup: the scores of tile j are issued
 // before the P.V of tile j+1, and the softmax of tile j runs while that P.V is in flight.
 // With ping-pong the warpgroups also take turns issuing their products (named barriers),
-// so one's softmax runs under the other's products.
+// so one's softmax runs under the other's products. Persistent (Cfg::kPersistent), the CTA
+// runs the mainloop once per work tile with its rings' states carried over, O has a staging
+// tile of its own, and each consumer warpgroup frees Q (`q_empty`) as soon as its last
+// product reading it has retired: the next tile's Q loads under this one's last P.V and
+// epilogue.
 #pragma once
 
 #include "arch/mbarrier.cuh"
@@ -46,48 +50,68 @@ struct FwdMainloopSm90 {
   using Accumulator = float[1][kDT][4];
   using Ledger = SoftmaxLedger<1>;
 
-  // Shared memory: the Q tile, kStages K tiles, kStages V tiles, then the mbarriers (Q's,
-  // the K ring's, the V ring's). Tiles are 1024-byte multiples, so each stays aligned.
+  // Shared memory: the Q tile, kStages K tiles, kStages V tiles, (persistent) the O staging
+  // tile, then the mbarriers (Q's, the K ring's, the V ring's, persistent: Q's `empty`). Tiles
+  // are 1024-byte multiples, so each stays aligned. (compiler/shared_memory.cpp: the host's side.)
   struct Layout {
     using Q = typename Cfg::template Tile<Cfg::kBlockM, Cfg::kHeadDimCols>;
     using KV = typename Cfg::template Tile<Cfg::kBlockN, Cfg::kHeadDimCols>;
     static constexpr int kK = Q::kBytes;
     static constexpr int kV = kK + Cfg::kStages * KV::kBytes;
-    static constexpr int kQFull = kV + Cfg::kStages * KV::kBytes;
+    static constexpr int kO = kV + Cfg::kStages * KV::kBytes;  // without kPersistent O is staged in Q's tile
+    static constexpr int kQFull = kO + (Cfg::kPersistent ? Q::kBytes : 0);
     static constexpr int kKRing = kQFull + 8;
     static constexpr int kVRing = kKRing + Pipeline::kBarrierBytes;
-    static constexpr int kBytes = kVRing + Pipeline::kBarrierBytes;
+    static constexpr int kQEmpty = kVRing + Pipeline::kBarrierBytes;
+    static constexpr int kBytes = kQEmpty + (Cfg::kPersistent ? 8 : 0);
     static_assert(Q::kBytes % 1024 == 0 && KV::kBytes % 1024 == 0, "tiles keep 1024-byte alignment");
   };
 
-  u32 s_q, s_k, s_v, q_full;
+  // Where a role is in the rings and in the sequence of Q tiles (persistent: across work tiles).
+  struct RoleState {
+    PipelineState k, v;
+    u32 q_tiles;  // Q tiles loaded (producer) or consumed (consumers) so far: q_full's and q_empty's parity
+  };
+
+  u32 s_q, s_k, s_v, s_o, q_full, q_empty;
   Pipeline k_pipe, v_pipe;
 
   __device__ __forceinline__ explicit FwdMainloopSm90(u32 smem)
-      : s_q(smem), s_k(smem + Layout::kK), s_v(smem + Layout::kV), q_full(smem + Layout::kQFull),
-        k_pipe(smem + Layout::kKRing), v_pipe(smem + Layout::kVRing) {}
+      : s_q(smem), s_k(smem + Layout::kK), s_v(smem + Layout::kV),
+        s_o(Cfg::kPersistent ? smem + Layout::kO : smem), q_full(smem + Layout::kQFull),
+        q_empty(smem + Layout::kQEmpty), k_pipe(smem + Layout::kKRing), v_pipe(smem + Layout::kVRing) {}
 
   // By one thread, before the CTA barrier that precedes the role split.
   __device__ __forceinline__ void init() const {
     mbarrier_init(q_full, 1);
+    if constexpr (Cfg::kPersistent) mbarrier_init(q_empty, kConsumers);  // one release per warpgroup
     k_pipe.init();
     v_pipe.init();
     fence_mbarrier_init();
   }
 
   // ---- producer (one thread) ----
-  // Q rows m0.. of head h, then the key tiles n_end-1 down to n_begin of head h_kv.
-  __device__ __forceinline__ void load(const FlashAttentionParams& p, const typename Cfg::Offsets& off, int h, int h_kv,
-                                       int m0, int n_begin, int n_end) const {
-    const int batch = off.tma_batch();
+  __device__ __forceinline__ RoleState producer_start(const FlashAttentionParams& p) const {
     tma_prefetch_descriptor(&p.tma_q);
     tma_prefetch_descriptor(&p.tma_k);
     tma_prefetch_descriptor(&p.tma_v);
+    return {Pipeline::producer_start(), Pipeline::producer_start(), 0};
+  }
+
+  // Q rows m0.. of head h (once the consumers have freed the previous Q tile), then the key
+  // tiles n_end-1 down to n_begin of head h_kv.
+  __device__ __forceinline__ void load(const FlashAttentionParams& p, const typename Cfg::Offsets& off, int h, int h_kv,
+                                       int m0, int n_begin, int n_end, RoleState& st) const {
+    const int batch = off.tma_batch();
+    // The first wait (parity 1 on a fresh barrier) returns at once.
+    if constexpr (Cfg::kPersistent) mbarrier_wait(q_empty, (st.q_tiles & 1u) ^ 1u);
+    ++st.q_tiles;
     mbarrier_arrive_expect_tx(q_full, Layout::Q::kBytes);
 #pragma unroll
     for (int cb = 0; cb < kColBlocks; ++cb)
       tma_load_4d(s_q + cb * Layout::Q::kBlockBytes, &p.tma_q, q_full, 64 * cb, off.tma_q_row(m0), h, batch);
-    PipelineState k_st = Pipeline::producer_start(), v_st = Pipeline::producer_start();
+    PipelineState& k_st = st.k;
+    PipelineState& v_st = st.v;
     for (int n = n_end - 1; n >= n_begin; --n) {
       load_kv(p.tma_k, k_pipe, k_st, s_k, off, h_kv, n);
       if (n + 1 < n_end) load_kv(p.tma_v, v_pipe, v_st, s_v, off, h_kv, n + 1);
@@ -96,25 +120,34 @@ struct FwdMainloopSm90 {
   }
 
   // ---- consumer (one warpgroup, `wg` of kConsumers) ----
+  static __device__ __forceinline__ RoleState consumer_start() {
+    return {Pipeline::consumer_start(), Pipeline::consumer_start(), 0};
+  }
+
   // Folds the key tiles n_end-1 .. n_begin into o and the ledger for the warpgroup's rows
   // (q_row0 of the tile whose first query is m0). o must be zero; it is left unnormalised.
   template <class Vis>
   __device__ __forceinline__ void mma(const FlashAttentionParams& p, const Vis& vis, int m0, int rows_q, int n_begin,
-                                      int n_end, int wg, Accumulator& o, Ledger& ledger) const {
+                                      int n_end, int wg, Accumulator& o, Ledger& ledger, RoleState& st) const {
     const int lane = threadIdx.x & 31;
     const int q_row0 = 64 * wg;
     const int warp_row0 = q_row0 + 16 * ((threadIdx.x >> 5) & 3);
     const bool leader = (threadIdx.x & 127) == 0;  // frees the stages for the warpgroup
     const int wg_q1 = min(q_row0 + 64, rows_q);  // the warpgroup's valid rows end (tile-relative)
     const float softcap_pre = Cfg::kSoftcap ? p.softmax_scale / p.softcap : 0.0f;
-    mbarrier_wait(q_full, 0);
-    if (n_begin >= n_end) return;
+    mbarrier_wait(q_full, st.q_tiles & 1u);
+    ++st.q_tiles;
+    if (n_begin >= n_end) {
+      release_q(leader);
+      return;
+    }
     if constexpr (kPingPong)  // the last warpgroup lets the first one start
       if (wg == kConsumers - 1) named_barrier_arrive(Barriers::kScheduler, 256);
 
     float s[1][kNT][4];
     u32 pa[kNT / 2][4];  // P as the A operand of P.V
-    PipelineState k_st = Pipeline::consumer_start(), v_st = Pipeline::consumer_start();
+    PipelineState& k_st = st.k;
+    PipelineState& v_st = st.v;
     auto scores_to_p = [&](int n, float (&corr)[1][2]) {
       const int n0 = n * Cfg::kBlockN;
       if constexpr (Cfg::kSoftcap) softcap_scores(s, softcap_pre, p.softcap);
@@ -134,6 +167,7 @@ struct FwdMainloopSm90 {
     wgmma_fence_operand(s);
     k_pipe.consumer_release(k_st, leader);
     k_st.advance(Cfg::kStages);
+    if (n == n_begin) release_q(leader);  // the last product reading Q has retired
     float corr[1][2];
     scores_to_p(n, corr);  // o is zero: nothing to rescale
     to_a(pa, s[0]);
@@ -151,6 +185,7 @@ struct FwdMainloopSm90 {
       wgmma_fence_operand(s);
       k_pipe.consumer_release(k_st, leader);
       k_st.advance(Cfg::kStages);
+      if (n == n_begin) release_q(leader);
       scores_to_p(n, corr);
       wgmma_wait<0>();
       wgmma_fence_operand(o);
@@ -171,9 +206,17 @@ struct FwdMainloopSm90 {
     wgmma_fence_operand(o);
     wgmma_fence_operand(pa);
     v_pipe.consumer_release(v_st, leader);
+    v_st.advance(Cfg::kStages);  // persistent: the next tile's V starts at the next stage
   }
 
  private:
+  // Persistent: the warpgroup is done with Q (its products reading it have retired; the
+  // epilogue stages O elsewhere), so the producer may load the next tile's.
+  __device__ __forceinline__ void release_q(bool leader) const {
+    if constexpr (Cfg::kPersistent)
+      if (leader) mbarrier_arrive(q_empty);
+  }
+
   // Producer: key tile n into the ring's next stage (one TMA box per 64 columns; the full
   // box's bytes, zero-filled rows past the tensor's end included; rows past the sequence's
   // end are masked).

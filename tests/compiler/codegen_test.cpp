@@ -36,6 +36,9 @@ std::vector<KernelSpec> golden_specs() {
   fwd.causal = true;
   out.push_back(fwd);
   out.push_back(spec(Pass::fwd, 80, DType::f16, 128, 64, 8, 2, Arch::sm_80));  // the mma.sync forward
+  KernelSpec persistent = spec(Pass::fwd, 128, DType::bf16, 128, 128, 12, 2, Arch::sm_90a);  // warp-specialised
+  persistent.persistent = true;
+  out.push_back(persistent);
   KernelSpec dkdv = spec(Pass::bwd_dkdv, 64, DType::f16, 64, 128, 8, 2, Arch::sm_80);
   dkdv.softcap = true;
   out.push_back(dkdv);

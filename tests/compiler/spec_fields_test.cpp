@@ -125,7 +125,7 @@ TEST(SpecFields, KeepsTheEstablishedSpellings) {
             "{\"arch\":\"sm_90\",\"block_m\":64,\"block_n\":32,\"causal\":false,\"deterministic\":true,\"dtype\":"
             "\"fp16\",\"dynamic_shared_bytes\":" +
                 std::to_string(b.shared_memory_bytes()) +
-                ",\"head_dim\":59,\"paged\":false,\"pass\":\"bwd_dq\",\"softcap\":true,\"stages\":2,\"uri\":\"" + b.uri() +
+                ",\"head_dim\":59,\"paged\":false,\"pass\":\"bwd_dq\",\"persistent\":false,\"softcap\":true,\"stages\":2,\"uri\":\"" + b.uri() +
                 "\",\"varlen\":false,\"warps\":4,\"window\":true}");
 
   ProblemKey p;
@@ -151,7 +151,7 @@ TEST(SpecFields, DeviceConstantsComeFromTheTable) {
                                             "int kBlockN = 32", "int kWarps = 4", "int kStages = 2",
                                             "bool kCausal = false", "bool kWindow = false", "bool kSoftcap = true",
                                             "bool kDeterministic = false", "bool kPaged = false",
-                                            "bool kVarlen = false"));
+                                            "bool kVarlen = false", "bool kPersistent = false"));
   for (const DeviceConstant& c : device_constants(s)) EXPECT_FALSE(c.doc.empty()) << c.name;
 }
 

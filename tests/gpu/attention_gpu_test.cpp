@@ -553,6 +553,20 @@ TEST_F(GpuTest, DeterministicBackwardIsBitwiseReproducible) {
   EXPECT_EQ(nan, 0u) << "dq has unwritten elements";
 }
 
+// One forward through gpu_forward with the kernels `specs` planned for `sms` SMs, o and lse
+// poisoned first; returns lse (o is left in pr.o_st->host).
+std::vector<float> planned_forward(Problem3& pr, KernelCache& cache, const ForwardArgs& fa, const Problem& p,
+                                   const std::vector<KernelSpec>& specs, int sms) {
+  pr.o_st->device.fill_nan();
+  pr.lse.fill_nan();
+  gpu_forward(cache, fa, p, nullptr, specs, sms);
+  synchronize();
+  pr.o_st->download();
+  std::vector<float> lse(static_cast<std::size_t>(pr.c.batch) * pr.c.heads_q * pr.c.seqlen_q);
+  pr.lse.download(lse.data(), lse.size() * 4);
+  return lse;
+}
+
 // The split-KV decode planned for 1 SM (one split), for 132 and 1000 SMs (29 and 47 splits)
 // and with counts the caller forces (ForwardArgs::num_splits 1, 7, 128): each within the rule
 // against the oracle, and bitwise the same over repeated runs at a fixed split count.
@@ -590,13 +604,7 @@ TEST_F(GpuTest, DecodeSplitsMatchTheOracleAndAreBitwiseStable) {
     std::vector<std::uint16_t> first;
     std::vector<float> first_lse;
     for (int run = 0; run < 3; ++run) {
-      pr.o_st->device.fill_nan();
-      pr.lse.fill_nan();
-      gpu_forward(cache, fa_n, p_n, nullptr, specs, sms);
-      synchronize();
-      pr.o_st->download();
-      std::vector<float> lse(static_cast<std::size_t>(c.batch) * c.heads_q * c.seqlen_q);
-      pr.lse.download(lse.data(), lse.size() * 4);
+      const std::vector<float> lse = planned_forward(pr, cache, fa_n, p_n, specs, sms);
       if (run == 0) {
         expect_rule("o", pr.o.gather(c.dtype), ref.o, pt.o, c.dtype, 2.0);
         expect_lse(lse, ref.lse);
@@ -606,6 +614,45 @@ TEST_F(GpuTest, DecodeSplitsMatchTheOracleAndAreBitwiseStable) {
         ASSERT_EQ(first, pr.o_st->host) << "o differs in run " << run;
         ASSERT_EQ(0, std::memcmp(first_lse.data(), lse.data(), lse.size() * 4)) << "lse differs in run " << run;
       }
+    }
+  }
+}
+
+// The persistent warp-specialised forward (KernelSpec::persistent, selected for unmasked
+// tiles) walking many tiles per CTA: planned for 1, 7 and 132 SMs its o and lse are bitwise
+// those of the same tiles run one per CTA (the same products in the same order), which are
+// within the rule against the oracle. d128 (two consumers, ping-pong) and d64 (three), GQA,
+// row counts that end mid-tile; padded strides (Problem3).
+TEST_F(GpuTest, PersistentForwardMatchesOneTilePerCtaBitwise) {
+  if (device_arch(0) != Arch::sm_90a) GTEST_SKIP() << "the persistent forward is an sm_90a kernel";
+  const unsigned seed = std::random_device{}();
+  SCOPED_TRACE(fmt::format("seed {}", seed));
+  std::mt19937 rng(seed);
+  for (const Case& c : {make_case(128, 1000, 777, 3, 4, 2), make_case(64, 700, 1500, 2, 6, 3, DType::f16)}) {
+    SCOPED_TRACE(fmt::format("d{} q{} k{}", c.head_dim, c.seqlen_q, c.seqlen_k));
+    Problem3 pr(c);
+    const Inputs in = random_inputs(c, rng);
+    upload(pr, in);
+    const ForwardArgs fa = pr.forward_args();
+    const Problem p = validate_forward(fa);
+    const std::vector<KernelSpec> persistent = forward_specs(p, Arch::sm_90a);
+    ASSERT_TRUE(persistent.at(0).persistent) << persistent.at(0).uri();
+    std::vector<KernelSpec> single = persistent;
+    single.at(0).persistent = false;
+    KernelCache cache;
+    auto run = [&](const std::vector<KernelSpec>& specs, int sms) {
+      std::vector<float> lse = planned_forward(pr, cache, fa, p, specs, sms);
+      return std::pair{pr.o_st->host, std::move(lse)};
+    };
+    const auto [o_single, lse_single] = run(single, 132);
+    const cpu::Fp64Outputs ref = cpu::standard_forward_f64(p, to_f64(in.q), to_f64(in.k), to_f64(in.v), cpu_threads());
+    const PtResult pt = input_precision_attention(p, in.q, in.k, in.v, in.dout, cpu_threads());
+    expect_rule("o", pr.o.gather(c.dtype), ref.o, pt.o, c.dtype, 2.0);
+    expect_lse(lse_single, ref.lse);
+    for (int sms : {1, 7, 132}) {
+      const auto [o, lse] = run(persistent, sms);
+      EXPECT_EQ(o, o_single) << sms << " SMs: o differs from one tile per CTA";
+      EXPECT_EQ(0, std::memcmp(lse.data(), lse_single.data(), lse.size() * 4)) << sms << " SMs: lse differs";
     }
   }
 }

@@ -305,14 +305,16 @@ extern "C" __global__ void t(const __grid_constant__ FlashAttentionParams p) {
   const M m(0);
   if (threadIdx.x == 0) {
     m.init();
-    m.load(p, Traits::Offsets(p, 0), 0, 0, 0, 0, 4);
+    M::RoleState st = m.producer_start(p);
+    m.load(p, Traits::Offsets(p, 0), 0, 0, 0, 0, 4, st);
   }
   const flash::Visibility<true> vis(p.seqlen_q, p.seqlen_k, -1, 0);
   M::Accumulator o;
   flash::zero(o);
   M::Ledger ledger;
   ledger.init();
-  m.mma(p, vis, 0, 128, 0, 4, 0, o, ledger);
+  M::RoleState st = M::consumer_start();
+  m.mma(p, vis, 0, 128, 0, 4, 0, o, ledger, st);
   p.lse[threadIdx.x] = o[0][0][0];
 }
 )"},
@@ -402,6 +404,12 @@ extern "C" __global__ void t(const float* lse, float* out, int n) {
 extern "C" __global__ void t(const __grid_constant__ FlashAttentionParams p, int* out) {
   for (flash::SplitKvTile w = flash::SplitKvScheduler::first(p); w.valid; w = flash::SplitKvScheduler::next(w))
     out[w.m_block + w.split + w.head_kv + w.batch] = 1;
+}
+)"},
+      {"scheduler/persistent.cuh", R"(
+extern "C" __global__ void t(const __grid_constant__ FlashAttentionParams p, int* out) {
+  using S = flash::StaticPersistentScheduler<128>;
+  for (flash::WorkTile w = S::first(p); w.valid; w = S::next(p, w)) out[w.linear] = w.block + w.head + w.batch;
 }
 )"},
       {"fwd/splitkv_mainloop.cuh", traits(kSplitKv) + R"(

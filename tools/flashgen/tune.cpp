@@ -55,8 +55,8 @@ std::string tiles(const Candidate& c) {
   std::string out;
   for (const KernelSpec& s : c)
     if (s.uses_tensor_cores())
-      out += fmt::format("{}{}m{}n{} w{}s{}", out.empty() ? "" : " + ", s.pass == Pass::bwd_dq ? "dq " : "",
-                         s.block_m, s.block_n, s.warps, s.stages);
+      out += fmt::format("{}{}m{}n{} w{}s{}{}", out.empty() ? "" : " + ", s.pass == Pass::bwd_dq ? "dq " : "",
+                         s.block_m, s.block_n, s.warps, s.stages, s.persistent ? " persistent" : "");
   return out;
 }
 
