@@ -12,14 +12,14 @@ DkdvMainloop dkdv_mainloop(const KernelSpec& s) {
 KernelPieces kernel_pieces(const KernelSpec& s) {
   switch (s.pass) {
     case Pass::fwd:  // heaviest (last, under a causal mask) query tiles first
-      if (s.warp_specialized() && s.persistent)
-        return {{"fwd/fwd_kernel_sm90.cuh", "scheduler/persistent.cuh"},
-                "flash::FwdKernelSm90<Traits, flash::StaticPersistentScheduler<Traits::kBlockM>, "
-                "flash::FwdMainloopSm90<Traits>, flash::FwdEpilogueSm90<Traits>>"};
-      if (s.warp_specialized())
-        return {{"fwd/fwd_kernel_sm90.cuh"},
-                "flash::FwdKernelSm90<Traits, flash::SingleTileScheduler<true>, flash::FwdMainloopSm90<Traits>, "
-                "flash::FwdEpilogueSm90<Traits>>"};
+      if (s.warp_specialized()) {
+        KernelPieces ws{{"fwd/fwd_kernel_sm90.cuh"}, "flash::FwdKernelSm90<Traits, "};
+        if (s.persistent) ws.headers.push_back("scheduler/persistent.cuh");
+        ws.kernel += s.persistent ? "flash::StaticPersistentScheduler<Traits::kBlockM>, "
+                                  : "flash::SingleTileScheduler<true>, ";
+        ws.kernel += "flash::FwdMainloopSm90<Traits>, flash::FwdEpilogueSm90<Traits>>";
+        return ws;
+      }
       return {{"fwd/fwd_kernel.cuh"},
               "flash::FwdKernel<Traits, flash::SingleTileScheduler<true>, flash::FwdMainloop<Traits>, "
               "flash::FwdEpilogue<Traits>>"};

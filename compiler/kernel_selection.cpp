@@ -57,19 +57,21 @@ KernelSpec forward_spec(const ProblemKey& p, Arch arch) {
   const bool short_causal = p.causal && !p.window && seqlen_bucket(p.seqlen_q, p.seqlen_k) <= 1024;
   const long long longest = std::max(p.seqlen_q, p.seqlen_k);  // 0: not known yet (MLIR's dynamic dims)
   const bool very_short_causal = p.causal && !p.window && longest > 0 && longest <= 512;
-  // Unmasked tiles run persistent (one CTA per SM looping over them) where the O staging
-  // tile fits beside the ring (to d128): the next tile's loads hide under this one's last
-  // products and epilogue. Same process as FA4 on the H200 (2026-12-03): forward +9 % at
-  // N = 1k (d128 499 -> 546, d64 403 -> 444 TFLOP/s), +0-2 % at 4k/16k; `flashgen tune` kept it
-  // over the single-tile form at every key of d64/d128 x 1k/4k/16k. Causal and windowed
-  // tiles differ in cost: they stay one per CTA, where the hardware's launch order balances them.
-  const bool unmasked = !p.causal && !p.window;
+  // d64/d128 try the persistent form first (one CTA per SM looping over the tiles; the next
+  // tile's loads hide under this one's last products and epilogue). KernelSpec::problems()
+  // refuses it under a mask (unequal tiles: they stay one per CTA, where the hardware's launch
+  // order balances them) and where the O staging tile does not fit. Same process as FA4 on the
+  // H200 (2026-12-03): forward +9 % at N = 1k (d128 499 -> 546, d64 403 -> 444 TFLOP/s), +0-2 %
+  // at 4k/16k; `flashgen tune` kept it over the single-tile form at every d64/d128 x 1k/4k/16k key.
+  const auto persistent_first = [&](Tiles t) {
+    Tiles persistent = t;
+    persistent.persistent = true;
+    return first_valid(s, {persistent, t});
+  };
   if (arch == Arch::sm_90a && p.head_dim % 8 == 0) {
     if (d <= 64 && very_short_causal) return first_valid(s, {{64, 64, 4, 2}});
-    if (d <= 64 && unmasked) return first_valid(s, {{192, 128, 16, 2, true}, {192, 128, 16, 2}});
-    if (d <= 64) return first_valid(s, {short_causal ? Tiles{128, 128, 12, 2} : Tiles{192, 128, 16, 2}});
-    if (d <= 128 && unmasked) return first_valid(s, {{128, 128, 12, 2, true}, {128, 128, 12, 2}});
-    if (d <= 128) return first_valid(s, {{128, 128, 12, 2}});
+    if (d <= 64) return persistent_first(short_causal ? Tiles{128, 128, 12, 2} : Tiles{192, 128, 16, 2});
+    if (d <= 128) return persistent_first({128, 128, 12, 2});
     if (d <= 192) return first_valid(s, {{128, 112, 12, 2}});
     return first_valid(s, {{128, 80, 12, 2}});
   }
