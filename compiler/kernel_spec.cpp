@@ -96,9 +96,10 @@ std::vector<std::string> KernelSpec::problems() const {
   if (!out.empty()) return out;  // the checks below assume sane values
 
   if (warp_specialized() && pass == Pass::bwd_dkdv) {
-    if (block_m != 64 || block_n != 128)
-      add(out, "block_m/block_n: got {}x{} for the warp-specialised dK/dV kernel, expected 64x128 (two consumer "
-          "warpgroups of 64 keys, 64-query tiles)", block_m, block_n);
+    if (!((block_m == 64 || (block_m == 128 && padded_head_dim() == 64)) && block_n == 128))
+      add(out, "block_m/block_n: got {}x{} for the warp-specialised dK/dV kernel at padded head_dim {}, expected "
+          "64x128 (two consumer warpgroups of 64 keys, 64-query tiles) or, at head_dim 64, 128x128 (S^T and dP^T "
+          "of 128 queries beside dK and dV)", block_m, block_n, padded_head_dim());
     if (padded_head_dim() < 64 || padded_head_dim() > 128)
       add(out, "head_dim: got {} for the warp-specialised dK/dV kernel, expected 49..128 (dK and dV of a "
           "warpgroup's 64 keys in registers; below 64 the producer spills)", head_dim);

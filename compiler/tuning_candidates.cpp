@@ -67,6 +67,9 @@ std::vector<Tiles> forward_ws_tiles() {
     for (int n : {64, 80, 96, 112, 128, 144, 176}) out.push_back({m, n, 4 * (m / 64 + 1)});
   return out;
 }
+// The warp-specialised dK/dV kernel: two consumer warpgroups of 64 keys over 64- or (d64)
+// 128-query tiles.
+std::vector<Tiles> dkdv_ws_tiles() { return {{64, 128, 12}, {128, 128, 12}}; }
 std::vector<Tiles> dkdv_tiles(int d) {
   if (d > 128) return grid({16, 32, 64}, {32, 64}, {4, 8});
   return grid({32, 64, 128}, {64, 128}, {4, 8});
@@ -189,6 +192,8 @@ CandidateSet tuning_candidates(const TuningKey& key, const DeviceLimits& limits)
       set.candidates.push_back(std::move(other));
   } else {
     vary(def, slot_of(def, Pass::bwd_dkdv), dkdv_tiles(d), limits, set.candidates);
+    if (key.arch == Arch::sm_90a && key.head_dim % 8 == 0)
+      vary(def, slot_of(def, Pass::bwd_dkdv), dkdv_ws_tiles(), limits, set.candidates);
     // Deterministic: dQ tiles beside the default dK/dV kernel (the two kernels' times add).
     if (key.deterministic) vary(def, slot_of(def, Pass::bwd_dq), dq_tiles(d), limits, set.candidates);
   }

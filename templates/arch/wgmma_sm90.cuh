@@ -32,6 +32,15 @@ __device__ __forceinline__ unsigned long long desc_mn_major(u32 tile, int k0) {
   return wgmma_desc(tile + k0 * 128, Tile::kBlockBytes, 1024);
 }
 
+// stmatrix (sm_90): four 8x8 16-bit matrices from their mma fragments r[0..3] (thread t holds
+// row t / 4, columns 2 (t % 4) + 0, 1 of each); lane L gives the address of row L % 8 of
+// matrix L / 8. One instruction where element-wise stores take four, and one address each.
+__device__ __forceinline__ void stmatrix_x4(u32 addr, const u32 (&r)[4]) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r[0]), "r"(r[1]),
+               "r"(r[2]), "r"(r[3])
+               : "memory");
+}
+
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int kPending>

@@ -57,7 +57,11 @@ struct BwdDkdvKernelSm90 {
     zero(acc_dk);
     zero(acc_dv);
     Mainloop::mma(p, vis, l, n0, items, wg - 1, split, acc_dk, acc_dv);
-    Epilogue::store(p, off, l, split, h_kv, n0, rows_k, acc_dk, acc_dv, consumer_tid, consumer_tid & 31);
+    // The sequence's offsets again (packed sequences: two loads) rather than held in registers
+    // through the mainloop, where the 128-query tiles need every one.
+    const typename Cfg::Offsets out(p, w.batch);
+    Epilogue::store(p, out, l, split, h_kv, n0, min(Cfg::kBlockN, out.seqlen_k() - n0), acc_dk, acc_dv, consumer_tid,
+                    consumer_tid & 31);
   }
 };
 

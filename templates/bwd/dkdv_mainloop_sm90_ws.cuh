@@ -3,10 +3,11 @@
 // tile) a ring stage of Q and dO by TMA plus lse * log2e and D written by its lanes. Two
 // consumer warpgroups own 64 keys each: S^T = K.Q^T and dP^T = V.dO^T (one wgmma group),
 // P^T and dS^T in registers as the A operands of dV += P^T.dO and dK += dS^T.Q, and (unless
-// deterministic) dS^T through shared memory (double-buffered by item) into dQ = dS.K, each
-// warpgroup a half of the head dim, staged in fp32 for the dQ writer warp, which adds the
-// tile to the fp32 accumulator with one TMA reduction (p.tma_dq_accum): no atomics on the
-// consumers.
+// deterministic) dS^T through shared memory (double-buffered by item) into dQ = dS.K, staged
+// in fp32 for the dQ writer warp, which adds the tile to the fp32 accumulator with one TMA
+// reduction (p.tma_dq_accum): no atomics on the consumers. Q tiles of 64 queries (d64..d128)
+// split dQ's head dim between the warpgroups; Q tiles of 128 (d64, FA3's tile: half the items,
+// so half the per-item barriers, dS^T stores and reductions) split its queries.
 // Per item the products go out as dV, dQ, dK (FA3's order): the dQ tile is staged while dK
 // is still in flight.
 #pragma once
@@ -30,11 +31,13 @@ struct DkdvMainloopSm90Ws {
   static constexpr int kD = Cfg::kHeadDimPadded;
   static constexpr int kColBlocks = Cfg::kHeadDimCols / 64;
   static constexpr bool kDq = !Cfg::kDeterministic;  // deterministic: the bwd_dq kernel computes dQ
-  // dQ columns per warpgroup: halves on 32-column boundaries (d96: 64 + 32).
-  static constexpr int kDqCols0 = (kD / 2 + 31) / 32 * 32;
-  static constexpr int kDqCols1 = kD - kDqCols0;
-  static_assert(kConsumers == 2 && Cfg::kBlockM == 64 && kD >= 64 && kD <= 128,
-                "64 queries x 2 warpgroups of 64 keys, d64..d128");
+  // 128-query tiles: warpgroup wg computes dQ of queries 64 wg.. over the whole head dim;
+  // 64-query tiles: every query, columns split in halves on 32-column boundaries (d96: 64 + 32).
+  static constexpr bool kDqByRows = Cfg::kBlockM == 128;
+  static constexpr int kDqCols0 = kDqByRows ? kD : (kD / 2 + 31) / 32 * 32;
+  static constexpr int kDqCols1 = kDqByRows ? kD : kD - kDqCols0;
+  static_assert(kConsumers == 2 && ((Cfg::kBlockM == 64 && kD >= 64 && kD <= 128) || (Cfg::kBlockM == 128 && kD == 64)),
+                "2 warpgroups of 64 keys over 64 queries (d64..d128) or 128 queries (d64)");
 
   using Split = DkdvWarpSplit<Cfg>;  // over the consumer warps: warp w % 8 owns keys 16 (w % 8)..
   static_assert(Split::kRT == 1 && Split::kWarpsD == 1, "one 16-key slice and every dK/dV column per warp");
@@ -200,7 +203,7 @@ struct DkdvMainloopSm90Ws {
 #pragma unroll
       for (int kk = 0; kk < kMT / 2; ++kk) c_to_a<kBf16>(a_ds[kk], dp[0], kk);
       const u32 s_ds = l.s_ds_of(t);
-      if constexpr (kDq) store_t<typename L::DS, kMT>(s_ds, a_ds, split.warp_row0, lane);
+      if constexpr (kDq) store_t_x4<typename L::DS, kMT>(s_ds, a_ds, split.warp_row0, lane);
 
       // One wgmma over every head-dim column per k-step.
       wgmma_fence();
@@ -211,10 +214,12 @@ struct DkdvMainloopSm90Ws {
       if constexpr (kDq) {
         fence_async_shared();  // dS^T (st.shared) is read by the dQ wgmma (async proxy)
         named_barrier_sync(Barriers::kDsFull, kConsumerThreads);
-        if (wg == 0)
-          dq_product<kDqCols0>(l, s_ds, 0, s_q, a_ds, acc_dk);
+        if constexpr (kDqByRows)  // queries 64 wg..: the dS^T tile's 64-column block wg
+          dq_product<kD>(l, s_ds + wg * L::DS::kBlockBytes, 64 * wg, 0, s_q, a_ds, acc_dk);
+        else if (wg == 0)
+          dq_product<kDqCols0>(l, s_ds, 0, 0, s_q, a_ds, acc_dk);
         else
-          dq_product<kDqCols1>(l, s_ds, kDqCols0, s_q, a_ds, acc_dk);
+          dq_product<kDqCols1>(l, s_ds, 0, kDqCols0, s_q, a_ds, acc_dk);
       } else {
         dk_product(s_q, a_ds, acc_dk);
       }
@@ -246,11 +251,12 @@ struct DkdvMainloopSm90Ws {
     wgmma_commit();
   }
 
-  // dQ (64 queries x kCols columns from col0) = dS.K, dS^T and K both [key][.]: MN-major A
-  // and B; then dK's product, so that dQ is staged in fp32 for the writer while dK runs (the
-  // dV group issued before and the dQ group retire at wait<1>). The caller waits for dK.
+  // dQ (64 queries from row0 x kCols columns from col0) = dS.K, dS^T (s_ds: its 64-column
+  // block of those queries) and K both [key][.]: MN-major A and B; then dK's product, so that
+  // dQ is staged in fp32 for the writer while dK runs (the dV group issued before and the dQ
+  // group retire at wait<1>). The caller waits for dK.
   template <int kCols>
-  static __device__ __forceinline__ void dq_product(const Layout& l, u32 s_ds, int col0, u32 s_q,
+  static __device__ __forceinline__ void dq_product(const Layout& l, u32 s_ds, int row0, int col0, u32 s_q,
                                                     u32 (&a_ds)[Split::kMT / 2][4],
                                                     typename Split::Accumulator& acc_dk) {
     using KV = typename Layout::KV;
@@ -269,12 +275,12 @@ struct DkdvMainloopSm90Ws {
     // The writer has read the previous item's tile out.
     named_barrier_sync(Barriers::kDqEmpty, kDqThreads);
     const int lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
-    const int row0 = 16 * (((threadIdx.x >> 5) - 4) & 3);  // the warp's 16 queries of the 64
+    const int warp_row0 = row0 + 16 * (((threadIdx.x >> 5) - 4) & 3);  // the warp's 16 queries of the 64
 #pragma unroll
     for (int nt = 0; nt < kCols / 8; ++nt)
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh)
-        st_shared_v2_f32(l.s_dq + (row0 + g + 8 * hh) * Layout::kDqRowBytes + 4 * (col0 + 8 * nt + 2 * tq),
+        st_shared_v2_f32(l.s_dq + (warp_row0 + g + 8 * hh) * Layout::kDqRowBytes + 4 * (col0 + 8 * nt + 2 * tq),
                          dq[0][nt][2 * hh], dq[0][nt][2 * hh + 1]);
     fence_async_shared();  // the bulk reduction reads the tile through the async proxy
     named_barrier_arrive(Barriers::kDqFull, kDqThreads);

@@ -94,4 +94,16 @@ __device__ __forceinline__ void store_t(u32 s_x, const u32 (&a)[kMT / 2][4], int
       st_shared_u32(s_x + XT::elem(row0 + g + 8 * (r & 1), 16 * kk + 8 * (r >> 1) + 2 * tq), a[kk][r]);
 }
 
+// The same store by stmatrix, one per k-step (a[kk][r] is the 8x8 matrix of rows + 8 (r & 1),
+// columns 16 kk + 8 (r >> 1)): a quarter of the instructions and of the addresses a thread
+// keeps, which the warp-specialised kernel's 128-query tiles need to stay in 240 registers. (In
+// the d256 all-threads kernel, at 255 registers, ptxas schedules it worse: 52 bytes of spill.)
+template <class XT, int kMT>
+__device__ __forceinline__ void store_t_x4(u32 s_x, const u32 (&a)[kMT / 2][4], int row0, int lane) {
+  const int m = lane >> 3;  // the matrix this lane addresses a row of
+  const int row = row0 + (lane & 7) + 8 * (m & 1);
+#pragma unroll
+  for (int kk = 0; kk < kMT / 2; ++kk) stmatrix_x4(s_x + XT::elem(row, 16 * kk + 8 * (m >> 1)), a[kk]);
+}
+
 }  // namespace flash

@@ -23,28 +23,36 @@ const CompileCase kSubset[] = {
 INSTANTIATE_TEST_SUITE_P(Subset, KernelCompile, ::testing::ValuesIn(kSubset),
                          [](const ::testing::TestParamInfo<CompileCase>& i) { return compile_case_name(i.param); });
 
-// The warp-specialised dK/dV kernel, not selected yet (kernel_selection.cpp), compiles with
-// zero spills at d64..d128, masked or not, deterministic or not, fp16 and bf16.
+// The warp-specialised dK/dV kernel compiles with zero spills at d64..d128 on 64-query tiles,
+// masked or not, deterministic or not, fp16 and bf16; and on the 128-query tiles the selection
+// gives d64 under a mask (causal or window), packed sequences included.
 TEST(KernelCompile, WarpSpecialisedDkdvCompilesWithoutSpills) {
+  auto check = [](int head_dim, int block_m, bool causal, bool window, bool varlen, bool deterministic) {
+    KernelSpec s;
+    s.pass = Pass::bwd_dkdv;
+    s.head_dim = head_dim;
+    s.dtype = head_dim == 96 ? DType::f16 : DType::bf16;
+    s.causal = causal;
+    s.window = window;
+    s.varlen = varlen;
+    s.deterministic = deterministic;
+    s.block_m = block_m;
+    s.block_n = 128;
+    s.warps = 12;
+    s.arch = Arch::sm_90a;
+    ASSERT_TRUE(s.warp_specialized()) << s.uri();
+    ASSERT_TRUE(s.problems().empty()) << s.uri();
+    EXPECT_EQ(dkdv_mainloop(s), DkdvMainloop::sm90_ws) << s.uri();
+    const CompiledKernel k = compile_kernel(s);
+    EXPECT_EQ(k.resources.spill_stores, 0) << s.uri();
+    EXPECT_EQ(k.resources.spill_loads, 0) << s.uri();
+  };
   for (int head_dim : {64, 96, 128})
     for (bool causal : {false, true})
-      for (bool deterministic : {false, true}) {
-        KernelSpec s;
-        s.pass = Pass::bwd_dkdv;
-        s.head_dim = head_dim;
-        s.dtype = head_dim == 96 ? DType::f16 : DType::bf16;
-        s.causal = causal;
-        s.deterministic = deterministic;
-        s.block_m = 64;
-        s.block_n = 128;
-        s.warps = 12;
-        s.arch = Arch::sm_90a;
-        ASSERT_TRUE(s.warp_specialized()) << s.uri();
-        EXPECT_EQ(dkdv_mainloop(s), DkdvMainloop::sm90_ws) << s.uri();
-        const CompiledKernel k = compile_kernel(s);
-        EXPECT_EQ(k.resources.spill_stores, 0) << s.uri();
-        EXPECT_EQ(k.resources.spill_loads, 0) << s.uri();
-      }
+      for (bool deterministic : {false, true}) check(head_dim, 64, causal, false, false, deterministic);
+  for (bool window : {false, true})
+    for (bool varlen : {false, true})
+      for (bool deterministic : {false, true}) check(64, 128, !window, window, varlen, deterministic);
 }
 
 }  // namespace
