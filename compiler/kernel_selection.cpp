@@ -110,15 +110,12 @@ KernelSpec dkdv_spec(const ProblemKey& p, Arch arch) {
   const int d = s.padded_head_dim();
   // sm_90a, d 64..128 in 16-byte rows, no softcap: the warp-specialised dK/dV kernel (64x128
   // on 12 warps, KernelSpec::warp_specialized; docs/perf-notes.md, "warp-specialised dK/dV").
-  // d64 under a causal mask or window: FA3's 128-query tiles, half the work items per K/V
-  // tile, so half the per-item barriers, dS^T stores and dQ reductions: +7-10 % at N = 4k/16k
-  // causal on the H200, +-0 unmasked (there 64 keeps a packed batch's kernel spill-free;
-  // docs/perf-notes.md, "128-query tiles").
-  if (arch == Arch::sm_90a && d >= 64 && d <= 128 && p.head_dim % 8 == 0 && !p.softcap) {
-    const Tiles ws64{64, 128, 12, 2};
-    return first_valid(s, {d == 64 && (p.causal || p.window) ? Tiles{128, 128, 12, 2} : ws64, ws64,
+  // d64: FA3's 128-query tiles, half the work items per K/V tile, so half the per-item
+  // barriers, dS^T stores and dQ reductions (`flashgen tune` on the H200: +8-12 % unmasked,
+  // causal +7-10 % at N = 4k/16k; docs/perf-notes.md, "128-query tiles").
+  if (arch == Arch::sm_90a && d >= 64 && d <= 128 && p.head_dim % 8 == 0 && !p.softcap)
+    return first_valid(s, {d == 64 ? Tiles{128, 128, 12, 2} : Tiles{64, 128, 12, 2}, {64, 128, 12, 2},
                            {64, 128, 8, 2}, {64, 64, 8, 2}});
-  }
   // 64x128 on 8 warps is wgmma on sm_90a (two warpgroups, KernelSpec::uses_wgmma) at d64, d96
   // and d128; at d128 the softcap slope spills 96 bytes there, so softcap keeps mma.sync.
   if (arch == Arch::sm_90a && (d == 96 || d == 128) && !p.softcap) return first_valid(s, {{64, 128, 8, 2}});
@@ -141,8 +138,9 @@ KernelSpec dkdv_spec(const ProblemKey& p, Arch arch) {
   if (d <= 128 && (p.softcap || p.deterministic))
     return first_valid(s, {{32, 64, 8, 2}, {64, 64, 8, 2}, {32, 64, 8, 1}, {32, 64, 4, 1}});
   // Plain sm_90 (mma.sync on Hopper, a compile target the runtime never picks: it runs sm_90a)
-  // spills 16 bytes at 32x128 under a mask; 64x64 keeps 9 registers to spare.
-  if (arch == Arch::sm_90 && d > 96 && d <= 128 && (p.causal || p.window))
+  // spills 16 bytes at 32x128 under a mask; 64x64 keeps 9 registers to spare. Packed sequences
+  // on sm_80 spill 4-8 bytes there too (their offsets take registers the dense kernel does not).
+  if ((arch == Arch::sm_90 || (arch == Arch::sm_80 && p.varlen)) && d > 96 && d <= 128 && (p.causal || p.window))
     return first_valid(s, {{64, 64, 8, 2}, {32, 64, 8, 1}, {32, 64, 4, 1}});
   if (d <= 128) return first_valid(s, {{32, 128, 8, 2}, {64, 64, 8, 2}, {32, 64, 8, 1}, {32, 64, 4, 1}});
   if (d <= 160) return first_valid(s, {{32, 64, 8, 2}, {32, 64, 8, 1}, {32, 32, 4, 1}});

