@@ -125,6 +125,13 @@ TEST(TensorMapLayouts, DqAccumulatorBoxesAreThePaddedStagingRows) {
   EXPECT_EQ(m.strides[0], 80u * 4);
   EXPECT_EQ(m.box, (std::array<cuuint32_t, 4>{80 + kFlashDqStagingPad, 64, 1, 1}));
 
+  // d64's 128-query tiles: a box of 128 staging rows (the accumulator's rows are rounded to 128).
+  KernelSpec tall = s;
+  tall.head_dim = 64;
+  tall.block_m = 128;
+  ASSERT_TRUE(tall.problems().empty()) << tall.uri();
+  EXPECT_EQ(dq_accum_map_layout(tall, p).box, (std::array<cuuint32_t, 4>{64 + kFlashDqStagingPad, 128, 1, 1}));
+
   s.deterministic = true;  // dQ by the bwd_dq kernel: no accumulator
   EXPECT_FALSE(needs_dq_accum_map(s));
   s.deterministic = false;
