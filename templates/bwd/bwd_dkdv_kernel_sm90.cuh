@@ -38,7 +38,7 @@ struct BwdDkdvKernelSm90 {
     const typename Cfg::Offsets off(p, w.batch);
     const int n0 = w.block * Cfg::kBlockN;
     if (off.past_keys(n0)) return;  // a packed sequence shorter than the grid: the whole CTA
-    const int rows_k = min(Cfg::kBlockN, off.seqlen_k() - n0);
+    const int rows_k = keys_in_tile(off, n0);
     const Visibility<Cfg::kLocal> vis(off.seqlen_q(), off.seqlen_k(), p.window_left, p.window_right);
     const DkdvWorkItems<Cfg> items(vis, h_kv, p.heads_q / p.heads_kv, n0, rows_k);
 
@@ -60,8 +60,13 @@ struct BwdDkdvKernelSm90 {
     // The sequence's offsets again (packed sequences: two loads) rather than held in registers
     // through the mainloop, where the 128-query tiles need every one.
     const typename Cfg::Offsets out(p, w.batch);
-    Epilogue::store(p, out, l, split, h_kv, n0, min(Cfg::kBlockN, out.seqlen_k() - n0), acc_dk, acc_dv, consumer_tid,
-                    consumer_tid & 31);
+    Epilogue::store(p, out, l, split, h_kv, n0, keys_in_tile(out, n0), acc_dk, acc_dv, consumer_tid, consumer_tid & 31);
+  }
+
+ private:
+  // The keys of the tile from n0 that its sequence has.
+  static __device__ __forceinline__ int keys_in_tile(const typename Cfg::Offsets& off, int n0) {
+    return min(Cfg::kBlockN, off.seqlen_k() - n0);
   }
 };
 

@@ -34,8 +34,8 @@ struct DkdvMainloopSm90Ws {
   // 128-query tiles: warpgroup wg computes dQ of queries 64 wg.. over the whole head dim;
   // 64-query tiles: every query, columns split in halves on 32-column boundaries (d96: 64 + 32).
   static constexpr bool kDqByRows = Cfg::kBlockM == 128;
-  static constexpr int kDqCols0 = kDqByRows ? kD : (kD / 2 + 31) / 32 * 32;
-  static constexpr int kDqCols1 = kDqByRows ? kD : kD - kDqCols0;
+  static constexpr int kDqCols0 = (kD / 2 + 31) / 32 * 32;
+  static constexpr int kDqCols1 = kD - kDqCols0;
   static_assert(kConsumers == 2 && ((Cfg::kBlockM == 64 && kD >= 64 && kD <= 128) || (Cfg::kBlockM == 128 && kD == 64)),
                 "2 warpgroups of 64 keys over 64 queries (d64..d128) or 128 queries (d64)");
 
