@@ -3,7 +3,8 @@
 namespace flashgen {
 
 DkdvMainloop dkdv_mainloop(const KernelSpec& s) {
-  if (s.warp_specialized()) return DkdvMainloop::sm90_ws;
+  if (s.warp_specialized())
+    return s.padded_head_dim() == 256 ? DkdvMainloop::sm90_ws_shared_scores : DkdvMainloop::sm90_ws;
   if (!s.uses_wgmma()) return DkdvMainloop::sm80;
   // d256 on wgmma: both warpgroups on the same 64 keys, one head-dim half each (KernelSpec::uses_wgmma).
   return s.padded_head_dim() == 256 ? DkdvMainloop::sm90_shared_scores : DkdvMainloop::sm90;
@@ -26,9 +27,14 @@ KernelPieces kernel_pieces(const KernelSpec& s) {
     case Pass::bwd_preprocess:
       return {{"bwd/bwd_preprocess_kernel.cuh"}, "flash::BwdPreprocessKernel<Traits, flash::SingleTileScheduler<false>>"};
     case Pass::bwd_dkdv: {
-      if (s.warp_specialized())
-        return {{"bwd/bwd_dkdv_kernel_sm90.cuh"},
-                "flash::BwdDkdvKernelSm90<Traits, flash::DkdvMainloopSm90Ws<Traits>, flash::SingleTileScheduler<false>>"};
+      if (s.warp_specialized()) {
+        const bool shared = dkdv_mainloop(s) == DkdvMainloop::sm90_ws_shared_scores;
+        return {{"bwd/bwd_dkdv_kernel_sm90.cuh",
+                 shared ? "bwd/dkdv_mainloop_sm90_ws_shared_scores.cuh" : "bwd/dkdv_mainloop_sm90_ws.cuh"},
+                std::string("flash::BwdDkdvKernelSm90<Traits, flash::") +
+                    (shared ? "DkdvMainloopSm90WsSharedScores" : "DkdvMainloopSm90Ws") +
+                    "<Traits>, flash::SingleTileScheduler<false>>"};
+      }
       struct Mainloop {
         const char* header;
         const char* type;

@@ -16,6 +16,7 @@ enum class DkdvMainloop {
   sm90,                // wgmma, two warpgroups of 64 keys each (d64/96/128)
   sm90_shared_scores,  // wgmma at d256: both warpgroups on the same keys, S^T and dP^T shared
   sm90_ws,             // warp-specialised: TMA producer, two consumer warpgroups, dQ by bulk reduction
+  sm90_ws_shared_scores,  // warp-specialised at d256: sm90_shared_scores' split on sm90_ws' producer and dQ writer
 };
 DkdvMainloop dkdv_mainloop(const KernelSpec& spec);
 

@@ -120,10 +120,12 @@ KernelSpec dkdv_spec(const ProblemKey& p, Arch arch) {
   // and d128; at d128 the softcap slope spills 96 bytes there, so softcap keeps mma.sync.
   if (arch == Arch::sm_90a && (d == 96 || d == 128) && !p.softcap) return first_valid(s, {{64, 128, 8, 2}});
   // d256: both warpgroups on the same 64 keys, one head-dim half each, sharing S^T and dP^T
-  // through shared memory (a head dim that is no multiple of 8 spilled with the element-wise
-  // loads: those keep mma.sync).
+  // through shared memory; warp-specialised (12 warps: the TMA producer's warpgroup beside
+  // them; +50 % on the all-threads kernel, docs/perf-notes.md, "d256 backward,
+  // warp-specialised"), else all threads (a head dim that is no multiple of 8 spilled with
+  // the element-wise loads: those keep mma.sync).
   if (arch == Arch::sm_90a && d == 256 && !p.softcap && p.head_dim % 8 == 0)
-    return first_valid(s, {{64, 64, 8, 2}, {64, 64, 8, 1}});
+    return first_valid(s, {{64, 64, 12, 2}, {64, 64, 8, 2}, {64, 64, 8, 1}});
   // d64 on sm_90a: 128-query tiles halve the per-tile costs (barrier, dS^T store, dQ atomics'
   // waits); the softcap slope makes them spill (196 bytes), so softcap keeps 64 queries.
   if (arch == Arch::sm_90a && d == 64 && !p.softcap) return first_valid(s, {{128, 128, 8, 2}, {64, 128, 8, 2}});

@@ -96,13 +96,20 @@ std::vector<std::string> KernelSpec::problems() const {
   if (!out.empty()) return out;  // the checks below assume sane values
 
   if (warp_specialized() && pass == Pass::bwd_dkdv) {
-    if (!((block_m == 64 || (block_m == 128 && padded_head_dim() == 64)) && block_n == 128))
+    const int d = padded_head_dim();
+    if (d == 256) {
+      if (block_m != 64)
+        add(out, "block_m: got {} for the warp-specialised dK/dV kernel at padded head_dim 256, expected 64 (two "
+            "stages of 64-query Q and dO tiles beside K, V and the shared scores fill the shared memory)", block_m);
+    } else if (!((block_m == 64 || (block_m == 128 && d == 64)) && block_n == 128)) {
       add(out, "block_m/block_n: got {}x{} for the warp-specialised dK/dV kernel at padded head_dim {}, expected "
-          "64x128 (two consumer warpgroups of 64 keys, 64-query tiles) or, at head_dim 64, 128x128 (S^T and dP^T "
-          "of 128 queries beside dK and dV)", block_m, block_n, padded_head_dim());
-    if (padded_head_dim() < 64 || padded_head_dim() > 128)
+          "64x128 (two consumer warpgroups of 64 keys, 64-query tiles), at head_dim 64 also 128x128 (S^T and dP^T "
+          "of 128 queries beside dK and dV), at padded head_dim 256 64x64", block_m, block_n, d);
+    }
+    if (d < 64 || (d > 128 && d != 256))
       add(out, "head_dim: got {} for the warp-specialised dK/dV kernel, expected 49..128 (dK and dV of a "
-          "warpgroup's 64 keys in registers; below 64 the producer spills)", head_dim);
+          "warpgroup's 64 keys in registers; below 64 the producer spills) or 249..256 (a head-dim half of 64 "
+          "keys per warpgroup)", head_dim);
     if (head_dim % 8 != 0)
       add(out, "head_dim: got {} for the warp-specialised dK/dV kernel, expected a multiple of 8 (TMA rows of 16 "
           "bytes)", head_dim);
@@ -186,6 +193,8 @@ std::vector<std::string> KernelSpec::problems() const {
 
 bool KernelSpec::warp_specialized() const {
   if (arch != Arch::sm_90a) return false;
+  // dK/dV at d256: two consumer warpgroups on the same 64 keys (a head-dim half each) and the producer's.
+  if (pass == Pass::bwd_dkdv && block_n == 64 && padded_head_dim() == 256) return warps == 12;
   const int rows = pass == Pass::fwd ? block_m : pass == Pass::bwd_dkdv ? block_n : 0;
   // Two or more consumers: one consumer plus a producer (8 warps over 64 rows) is the shape
   // of the all-threads kernels' tiles.

@@ -33,16 +33,17 @@ int KernelSpec::shared_memory_bytes() const {
       const int align = uses_wgmma() ? 1024 : 16;  // wgmma tiles start 1024-byte aligned
       const int stage = (2 * tile_bytes(block_m, d) + 2 * block_m * 4 + align - 1) / align * align;
       // wgmma at d256 ("shared scores"): dS^T, P^T and the fp32 dP^T fragments of warpgroup 1.
-      const bool shared_scores = dkdv_mainloop(*this) == DkdvMainloop::sm90_shared_scores;
+      const DkdvMainloop mainloop = dkdv_mainloop(*this);
+      const bool shared_scores =
+          mainloop == DkdvMainloop::sm90_shared_scores || mainloop == DkdvMainloop::sm90_ws_shared_scores;
       const int scores = shared_scores ? 2 * tile_bytes(block_n, block_m) + block_n * block_m * 4
                                        : (deterministic ? 0 : tile_bytes(block_n, block_m));
-      // Warp-specialised: dS^T's second buffer and the fp32 dQ staging tile, rows padded by
-      // kFlashDqStagingPad floats (unless deterministic), the mbarriers of K/V and of the
-      // ring (full and empty per stage).
+      // Warp-specialised: the mbarriers of K/V and of the ring (full and empty per stage); with
+      // dQ by bulk reduction (unless deterministic) dS^T's second buffer and the fp32 dQ
+      // staging tile, rows padded by kFlashDqStagingPad floats.
       const int dq_staging = block_m * (padded_head_dim() + kFlashDqStagingPad) * 4;
-      const int ws = !warp_specialized()
-                         ? 0
-                         : (deterministic ? 0 : tile_bytes(block_n, block_m) + dq_staging) + 8 + 16 * stages;
+      const bool dq_reduced = mainloop == DkdvMainloop::sm90_ws && !deterministic;
+      const int ws = !warp_specialized() ? 0 : (dq_reduced ? tile_bytes(block_n, block_m) + dq_staging : 0) + 8 + 16 * stages;
       return 2 * tile_bytes(block_n, d) + stages * stage + scores + ws;
     }
     case Pass::bwd_dq:  // Q, dO tiles + `stages` x (K tile, V tile)

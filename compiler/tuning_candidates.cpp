@@ -68,8 +68,8 @@ std::vector<Tiles> forward_ws_tiles() {
   return out;
 }
 // The warp-specialised dK/dV kernel: two consumer warpgroups of 64 keys over 64- or (d64)
-// 128-query tiles.
-std::vector<Tiles> dkdv_ws_tiles() { return {{64, 128, 12}, {128, 128, 12}}; }
+// 128-query tiles; at d256 both on the same 64 keys (KernelSpec::problems keeps each where it fits).
+std::vector<Tiles> dkdv_ws_tiles() { return {{64, 128, 12}, {128, 128, 12}, {64, 64, 12}}; }
 std::vector<Tiles> dkdv_tiles(int d) {
   if (d > 128) return grid({16, 32, 64}, {32, 64}, {4, 8});
   return grid({32, 64, 128}, {64, 128}, {4, 8});

@@ -1,8 +1,10 @@
 // The warp-specialised dK/dV kernel (sm_90a), assembled: the single-tile scheduler (one K/V
-// tile of kBlockN keys of one (batch, kv head) per CTA), the TMA producer / wgmma consumer
-// mainloop (bwd/dkdv_mainloop_sm90_ws.cuh) and the dK/dV epilogue on the consumer threads.
-// Warpgroup 0: warp 0 loads, warp 1 adds the staged dQ tiles to the accumulator, warps 2-3
-// leave; all four give their registers up (setmaxnreg) to the two consumer warpgroups.
+// tile of kBlockN keys of one (batch, kv head) per CTA), a TMA producer / wgmma consumer
+// mainloop (bwd/dkdv_mainloop_sm90_ws.cuh: two warpgroups of 64 keys, d64..128;
+// bwd/dkdv_mainloop_sm90_ws_shared_scores.cuh: the same 64 keys, a head-dim half each, d256)
+// and the dK/dV epilogue on the consumer threads. Warpgroup 0: warp 0 loads, warp 1 adds the
+// staged dQ tiles to the accumulator, warps 2-3 leave; all four give their registers up
+// (setmaxnreg) to the two consumer warpgroups.
 #pragma once
 
 #include "arch/ptx.cuh"
@@ -10,14 +12,14 @@
 #include "attention/offsets.cuh"
 #include "attention/visibility.cuh"
 #include "bwd/dkdv_epilogue.cuh"
-#include "bwd/dkdv_mainloop_sm90_ws.cuh"
+#include "bwd/dkdv_layout.cuh"
 #include "params/attention_params.h"
 #include "scheduler/single_tile.cuh"
 #include "tile/warp_mma.cuh"
 
 namespace flash {
 
-template <class Cfg, class Mainloop = DkdvMainloopSm90Ws<Cfg>, class Scheduler = SingleTileScheduler<false>,
+template <class Cfg, class Mainloop, class Scheduler = SingleTileScheduler<false>,
           class Epilogue = DkdvEpilogue<Cfg, StoreGroup<Mainloop::kConsumerThreads, Mainloop::Barriers::kEpilogue>>>
 struct BwdDkdvKernelSm90 {
   using Layout = typename Mainloop::Layout;

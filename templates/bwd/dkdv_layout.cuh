@@ -61,12 +61,12 @@ struct DkdvWorkItems {
   __device__ __forceinline__ int m0(int t) const { return (m_begin + t % tiles_per_head) * Cfg::kBlockM; }
 };
 
-// Warps split the keys in 16-row slices and, when there are more warps than slices, the head
-// dim of the dK/dV accumulators.
-template <class Cfg>
+// kWarps warps (the CTA's, or a warp-specialised kernel's consumer warps) split the keys in
+// 16-row slices and, when there are more warps than slices, the head dim of the dK/dV accumulators.
+template <class Cfg, int kWarps = Cfg::kWarps>
 struct DkdvWarpSplit {
-  static constexpr int kWarpsN = Cfg::kWarps < Cfg::kBlockN / 16 ? Cfg::kWarps : Cfg::kBlockN / 16;
-  static constexpr int kWarpsD = Cfg::kWarps / kWarpsN;
+  static constexpr int kWarpsN = kWarps < Cfg::kBlockN / 16 ? kWarps : Cfg::kBlockN / 16;
+  static constexpr int kWarpsD = kWarps / kWarpsN;
   static constexpr int kRT = Cfg::kBlockN / (16 * kWarpsN);  // key slices per warp
   static constexpr int kMT = Cfg::kBlockM / 8;               // query n8 tiles of S^T
   static constexpr int kDAcc = Cfg::kHeadDimPadded / kWarpsD;

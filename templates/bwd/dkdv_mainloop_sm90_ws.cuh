@@ -19,6 +19,7 @@
 #include "arch/wgmma_sm90.cuh"
 #include "attention/offsets.cuh"
 #include "bwd/dkdv_layout.cuh"
+#include "bwd/dkdv_producer_sm90.cuh"
 #include "bwd/dkdv_scores.cuh"
 #include "pipeline/tma_pipeline.cuh"
 #include "tile/warp_mma.cuh"
@@ -29,7 +30,6 @@ template <class Cfg>
 struct DkdvMainloopSm90Ws {
   static constexpr int kConsumers = Cfg::kBlockN / 64;  // warpgroups of 64 keys
   static constexpr int kD = Cfg::kHeadDimPadded;
-  static constexpr int kColBlocks = Cfg::kHeadDimCols / 64;
   static constexpr bool kDq = !Cfg::kDeterministic;  // deterministic: the bwd_dq kernel computes dQ
   // 128-query tiles: warpgroup wg computes dQ of queries 64 wg.. over the whole head dim;
   // 64-query tiles: every query, columns split in halves on 32-column boundaries (d96: 64 + 32).
@@ -39,7 +39,7 @@ struct DkdvMainloopSm90Ws {
   static_assert(kConsumers == 2 && ((Cfg::kBlockM == 64 && kD >= 64 && kD <= 128) || (Cfg::kBlockM == 128 && kD == 64)),
                 "2 warpgroups of 64 keys over 64 queries (d64..d128) or 128 queries (d64)");
 
-  using Split = DkdvWarpSplit<Cfg>;  // over the consumer warps: warp w % 8 owns keys 16 (w % 8)..
+  using Split = DkdvWarpSplit<Cfg, 8>;  // over the consumer warps: warp w owns keys 16 w..
   static_assert(Split::kRT == 1 && Split::kWarpsD == 1, "one 16-key slice and every dK/dV column per warp");
   static constexpr int kConsumerThreads = 128 * kConsumers;
   // Every consumer thread frees a stage, since each also loads lse and D from it (an arrival
@@ -93,53 +93,9 @@ struct DkdvMainloopSm90Ws {
   }
 
   // ---- producer warp (all 32 lanes) ----
-  // K, V rows n0.. of head h_kv, then per work item the Q and dO tile with its lse * log2e
-  // and D (rows with no visible key or past seqlen_q get lse * log2e = +inf: P = 0; and D = 0).
   static __device__ __forceinline__ void load(const FlashAttentionParams& p, const typename Cfg::Offsets& off, const Layout& l,
                                               int h_kv, int n0, const DkdvWorkItems<Cfg>& items) {
-    const int batch = off.tma_batch();
-    using Q = typename Layout::Q;
-    using KV = typename Layout::KV;
-    const int lane = threadIdx.x & 31;
-    const int total = items.total;
-    if (total == 0) return;
-    if (lane == 0) {
-      tma_prefetch_descriptor(&p.tma_q);
-      tma_prefetch_descriptor(&p.tma_do);
-      mbarrier_arrive_expect_tx(l.kv_full, 2 * KV::kBytes);
-#pragma unroll
-      for (int cb = 0; cb < kColBlocks; ++cb) {
-        tma_load_4d(l.s_k + cb * KV::kBlockBytes, &p.tma_k, l.kv_full, 64 * cb, off.tma_k_row(n0), h_kv, batch);
-        tma_load_4d(l.s_v + cb * KV::kBlockBytes, &p.tma_v, l.kv_full, 64 * cb, off.tma_k_row(n0), h_kv, batch);
-      }
-    }
-    PipelineState st = Pipeline::producer_start();
-    for (int t = 0; t < total; ++t) {
-      const int h = items.head(t), m0 = items.m0(t);
-      l.ring.producer_wait(st);
-      const u32 q = l.s_q(st.index), dout = l.s_do(st.index);
-      if (lane == 0) {
-        const u32 bar = l.ring.producer_expect(st, 2 * Q::kBytes);
-#pragma unroll
-        for (int cb = 0; cb < kColBlocks; ++cb) {
-          tma_load_4d(q + cb * Q::kBlockBytes, &p.tma_q, bar, 64 * cb, off.tma_q_row(m0), h, batch);
-          tma_load_4d(dout + cb * Q::kBlockBytes, &p.tma_do, bar, 64 * cb, off.tma_q_row(m0), h, batch);
-        }
-      }
-      __syncwarp();
-      const float* lse_rows = p.lse + off.lse_row(h) + m0;
-      const float* dsum_rows = p.dsum + off.accum_row(h) + m0;
-      const int rows = off.seqlen_q() - m0;
-#pragma unroll
-      for (int i = lane; i < Cfg::kBlockM; i += 32) {
-        const bool valid = i < rows;
-        const float lse = valid ? lse_rows[i] : neg_inf();
-        st_shared_f32(l.s_lse(st.index) + 4 * i, lse == neg_inf() ? pos_inf() : lse * kLog2e);
-        st_shared_f32(l.s_dsum(st.index) + 4 * i, valid ? dsum_rows[i] : 0.0f);
-      }
-      l.ring.producer_arrive(st);
-      st.advance(Cfg::kStages);
-    }
+    DkdvTmaProducer<Cfg, Layout, Pipeline>::load(p, off, l, h_kv, n0, items);
   }
 
   // ---- dQ writer warp (all 32 lanes; one issues) ----

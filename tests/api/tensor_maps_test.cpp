@@ -104,7 +104,8 @@ TEST(TensorMapLayouts, Fp16AndPermutedStrides) {
 }
 
 // The warp-specialised dK/dV kernel's dQ accumulator: fp32 rows of the padded head dim,
-// reduced into by boxes as wide as the staging tile's padded rows (the pad is clipped).
+// reduced into by boxes as wide as the staging tile's padded rows (the pad is clipped), or at
+// d256 by swizzled boxes of 32 columns.
 TEST(TensorMapLayouts, DqAccumulatorBoxesAreThePaddedStagingRows) {
   KernelSpec s = warp_specialized_spec();
   s.pass = Pass::bwd_dkdv;
@@ -131,6 +132,17 @@ TEST(TensorMapLayouts, DqAccumulatorBoxesAreThePaddedStagingRows) {
   tall.block_m = 128;
   ASSERT_TRUE(tall.problems().empty()) << tall.uri();
   EXPECT_EQ(dq_accum_map_layout(tall, p).box, (std::array<cuuint32_t, 4>{64 + kFlashDqStagingPad, 128, 1, 1}));
+
+  // d256 (shared scores): 128-byte swizzled boxes of 32 columns, staged over the Q and dO tiles.
+  KernelSpec wide = s;
+  wide.head_dim = 256;
+  wide.block_n = 64;
+  ASSERT_TRUE(wide.warp_specialized() && wide.problems().empty()) << wide.uri();
+  EXPECT_TRUE(needs_dq_accum_map(wide));
+  const TensorMapLayout w = dq_accum_map_layout(wide, p);
+  EXPECT_EQ(w.dims, (std::array<cuuint64_t, 4>{256, 2048, 1, 1}));
+  EXPECT_EQ(w.box, (std::array<cuuint32_t, 4>{32, 64, 1, 1}));
+  EXPECT_EQ(w.swizzle, CU_TENSOR_MAP_SWIZZLE_128B);
 
   s.deterministic = true;  // dQ by the bwd_dq kernel: no accumulator
   EXPECT_FALSE(needs_dq_accum_map(s));

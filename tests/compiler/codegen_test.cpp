@@ -141,6 +141,8 @@ TEST(Codegen, WgmmaOnlyWhereTheTileHasTheWarpgroupShape) {
       {spec(Pass::bwd_dkdv, 64, DType::bf16, 128, 128, 8, 2, Arch::sm_90a), true},   // 128-query tiles at d64
       {spec(Pass::bwd_dkdv, 128, DType::bf16, 128, 128, 8, 2, Arch::sm_90a), false},  // ... only there
       {spec(Pass::bwd_dkdv, 256, DType::bf16, 64, 64, 8, 2, Arch::sm_90a), true},    // one head-dim half per warpgroup
+      {spec(Pass::bwd_dkdv, 256, DType::bf16, 64, 64, 12, 2, Arch::sm_90a), true},   // ... beside a TMA producer
+      {spec(Pass::bwd_dkdv, 128, DType::bf16, 64, 128, 12, 2, Arch::sm_90a), true},  // warp-specialised, 64 keys each
       {spec(Pass::bwd_dkdv, 256, DType::bf16, 32, 64, 8, 2, Arch::sm_90a), false},
       {spec(Pass::fwd, 256, DType::bf16, 128, 32, 8, 2, Arch::sm_90a), true},   // 32-key tiles (scores only)
       {spec(Pass::fwd, 128, DType::bf16, 128, 48, 8, 2, Arch::sm_90a), false},  // block_n 48
@@ -153,9 +155,11 @@ TEST(Codegen, WgmmaOnlyWhereTheTileHasTheWarpgroupShape) {
     EXPECT_NE(src.find(std::string("constexpr bool kWgmma = ") + (c.wgmma ? "true;" : "false;")), std::string::npos)
         << c.spec.uri();
     if (c.spec.pass == Pass::bwd_dkdv) {  // the dK/dV algorithm is the mainloop the kernel is assembled from
-      const char* mainloop = !c.wgmma                        ? "DkdvMainloopSm80"
-                             : c.spec.padded_head_dim() == 256 ? "DkdvMainloopSm90SharedScores"
-                                                              : "DkdvMainloopSm90";
+      const bool d256 = c.spec.padded_head_dim() == 256;
+      const char* mainloop = !c.wgmma                      ? "DkdvMainloopSm80"
+                             : c.spec.warp_specialized() ? (d256 ? "DkdvMainloopSm90WsSharedScores" : "DkdvMainloopSm90Ws")
+                             : d256                       ? "DkdvMainloopSm90SharedScores"
+                                                          : "DkdvMainloopSm90";
       EXPECT_NE(src.find(std::string("flash::") + mainloop + "<Traits>"), std::string::npos) << c.spec.uri();
     }
   }
@@ -266,6 +270,32 @@ TEST(KernelSelection, DkdvTakes128QueryTilesAtD64) {
   EXPECT_EQ(dkdv(64, false, false, true), 128);
   EXPECT_EQ(dkdv(128, true, false, false), 64);
   EXPECT_EQ(dkdv(96, true, false, false), 64);
+}
+
+// sm_90a at d256: the warp-specialised shared-scores kernel, 64 x 64 on 12 warps, masked or
+// not, packed or not, deterministic or not; softcap and rows that are no 16-byte multiple
+// keep the all-threads kernels.
+TEST(KernelSelection, DkdvIsWarpSpecialisedAtD256) {
+  for (int flags = 0; flags < 8; ++flags) {
+    ProblemKey k;
+    k.head_dim = 256;
+    k.dtype = DType::bf16;
+    k.causal = flags & 1;
+    k.varlen = flags & 2;
+    k.deterministic = flags & 4;
+    const KernelSpec s = select_backward_kernels(k, Arch::sm_90a)[1];
+    EXPECT_TRUE(s.warp_specialized()) << s.uri();
+    EXPECT_EQ(dkdv_mainloop(s), DkdvMainloop::sm90_ws_shared_scores) << s.uri();
+    EXPECT_EQ(s.block_m * 1000 + s.block_n, 64064) << s.uri();
+    EXPECT_TRUE(s.problems().empty()) << s.uri();
+  }
+  ProblemKey softcap;
+  softcap.head_dim = 256;
+  softcap.softcap = true;
+  EXPECT_FALSE(select_backward_kernels(softcap, Arch::sm_90a)[1].warp_specialized());
+  ProblemKey odd;
+  odd.head_dim = 250;
+  EXPECT_FALSE(select_backward_kernels(odd, Arch::sm_90a)[1].warp_specialized());
 }
 
 }  // namespace

@@ -26,9 +26,11 @@ INSTANTIATE_TEST_SUITE_P(Subset, KernelCompile, ::testing::ValuesIn(kSubset),
 // The warp-specialised dK/dV kernel compiles with zero spills at d64..d128 on 64-query tiles,
 // masked or not, deterministic or not, fp16 and bf16; and on the 128-query tiles the selection
 // gives d64, masked or not, packed sequences included (those within their producer-warp
-// allowance, compile_check.cpp).
+// allowance, compile_check.cpp); at d256 on the shared-scores split (64 keys, a head-dim half
+// per warpgroup), masked or not, packed or not.
 TEST(KernelCompile, WarpSpecialisedDkdvCompilesWithoutSpills) {
   auto check = [](int head_dim, int block_m, bool causal, bool window, bool varlen, bool deterministic) {
+    const bool d256 = head_dim > 128;
     KernelSpec s;
     s.pass = Pass::bwd_dkdv;
     s.head_dim = head_dim;
@@ -38,12 +40,12 @@ TEST(KernelCompile, WarpSpecialisedDkdvCompilesWithoutSpills) {
     s.varlen = varlen;
     s.deterministic = deterministic;
     s.block_m = block_m;
-    s.block_n = 128;
+    s.block_n = d256 ? 64 : 128;
     s.warps = 12;
     s.arch = Arch::sm_90a;
     ASSERT_TRUE(s.warp_specialized()) << s.uri();
     ASSERT_TRUE(s.problems().empty()) << s.uri();
-    EXPECT_EQ(dkdv_mainloop(s), DkdvMainloop::sm90_ws) << s.uri();
+    EXPECT_EQ(dkdv_mainloop(s), d256 ? DkdvMainloop::sm90_ws_shared_scores : DkdvMainloop::sm90_ws) << s.uri();
     const CompiledKernel k = compile_kernel(s);
     EXPECT_LE(k.resources.spill_stores, allowed_spill_bytes(s)) << s.uri();
     EXPECT_LE(k.resources.spill_loads, allowed_spill_bytes(s)) << s.uri();
@@ -54,6 +56,8 @@ TEST(KernelCompile, WarpSpecialisedDkdvCompilesWithoutSpills) {
   for (int mask = 0; mask < 3; ++mask)  // none, causal, window
     for (bool varlen : {false, true})
       for (bool deterministic : {false, true}) check(64, 128, mask == 1, mask == 2, varlen, deterministic);
+  for (int mask = 0; mask < 3; ++mask)  // d256: both warpgroups on the same 64 keys
+    for (bool varlen : {false, true}) check(256, 64, mask == 1, mask == 2, varlen, mask == 1 && !varlen);
 }
 
 }  // namespace

@@ -133,10 +133,11 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
 
 // The warp-specialised dK/dV kernel's maps: q, k, v, dout and the fp32 dQ accumulator, whose
-// box is wider than its rows (the staging tile's pad, clipped on the reduction).
+// box is wider than its rows (the staging tile's pad, clipped on the reduction), or at d256
+// 32 columns wide and swizzled.
 TEST_F(TensorMapsGpu, DriverTakesTheDkdvMapsAndTheDqAccumulator) {
-  for (int head_dim : {64, 80, 128}) {
-    const Case c{"dkdv", 2, 300, 300, 4, 2, head_dim, Order::bnhd, DType::bf16, 64, 128};
+  for (int head_dim : {64, 80, 128, 256}) {
+    const Case c{"dkdv", 2, 300, 300, 4, 2, head_dim, Order::bnhd, DType::bf16, 64, head_dim == 256 ? 64 : 128};
     Tensors t(c);
     KernelSpec s = spec_of(c);
     s.pass = Pass::bwd_dkdv;

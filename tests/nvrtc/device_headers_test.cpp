@@ -56,6 +56,35 @@ extern "C" __global__ void t(const __grid_constant__ FlashAttentionParams p) {{
                                  mainloop);
 }
 
+// A kernel that runs a warp-specialised dK/dV mainloop's roles (load, write_dq, mma) on default arguments.
+std::string dkdv_ws_mainloop_case(const char* mainloop, const KernelSpec& s) {
+  return traits(s) + fmt::format(R"(
+using M = flash::{}<Traits>;
+extern "C" __global__ void t(const __grid_constant__ FlashAttentionParams p) {{
+  const flash::DenseOffsets off(p, 0);
+  const flash::Visibility<true> vis(p.seqlen_q, p.seqlen_k, -1, 0);
+  const M::Layout l(0);
+  const flash::DkdvWorkItems<Traits> items(vis, 0, 2, 0, Traits::kBlockN);
+  if (threadIdx.x < 32) {{
+    M::init(l);
+    M::load(p, off, l, 0, 0, items);
+    return;
+  }}
+  if (threadIdx.x < 64) {{
+    M::write_dq(p, off, l, items);
+    return;
+  }}
+  const M::Split split(threadIdx.x / 32 - 4);
+  M::Split::Accumulator dk, dv;
+  flash::zero(dk);
+  flash::zero(dv);
+  M::mma(p, vis, l, 0, items, threadIdx.x / 128 - 1, split, dk, dv);
+  p.dq_accum[threadIdx.x] = dk[0][0][0] + dv[0][0][0];
+}}
+)",
+                                 mainloop);
+}
+
 const KernelSpec kFwd = spec(Pass::fwd, 128, 128, 128, 8);
 const KernelSpec kDkdv90 = spec(Pass::bwd_dkdv, 128, 64, 128, 8);
 const KernelSpec kDkdv256 = spec(Pass::bwd_dkdv, 256, 64, 64, 8, false);
@@ -67,6 +96,7 @@ const KernelSpec kDkdv80 = [] {
 const KernelSpec kDq = spec(Pass::bwd_dq, 64, 64, 32, 4);
 const KernelSpec kFwdWs = spec(Pass::fwd, 128, 128, 128, 12);     // warp-specialised
 const KernelSpec kDkdvWs = spec(Pass::bwd_dkdv, 128, 64, 128, 12);  // warp-specialised
+const KernelSpec kDkdvWs256 = spec(Pass::bwd_dkdv, 256, 64, 64, 12, false);
 const KernelSpec kRowwise = spec(Pass::bwd_preprocess, 96, 64, 64, 4);
 const KernelSpec kSplitKv = spec(Pass::fwd_splitkv, 128, 16, 64, 4);
 const KernelSpec kCombine = spec(Pass::fwd_combine, 72, 2, 64, 4, false);
@@ -529,32 +559,30 @@ extern "C" __global__ void t(const __grid_constant__ FlashAttentionParams p) {
   flash::DqAccumSm80<Traits, L>::accumulate(p.dq_accum, l, threadIdx.x / 32, threadIdx.x % 32);
 }
 )"},
-      {"bwd/dkdv_mainloop_sm90_ws.cuh", traits(kDkdvWs) + R"(
-using M = flash::DkdvMainloopSm90Ws<Traits>;
+      {"bwd/dkdv_mainloop_sm90_ws.cuh", dkdv_ws_mainloop_case("DkdvMainloopSm90Ws", kDkdvWs)},
+      {"bwd/dkdv_mainloop_sm90_ws_shared_scores.cuh",
+       dkdv_ws_mainloop_case("DkdvMainloopSm90WsSharedScores", kDkdvWs256)},
+      {"bwd/dkdv_producer_sm90.cuh", traits(kDkdvWs) + R"(
+#include "pipeline/tma_pipeline.cuh"
+using Pipeline = flash::TmaPipeline<2, 256, 32>;
+struct Layout : flash::DkdvLayout<Traits, false> {
+  flash::u32 kv_full = 0;
+  Pipeline ring{0};
+  __device__ explicit Layout(flash::u32 smem) : flash::DkdvLayout<Traits, false>(smem) {}
+};
 extern "C" __global__ void t(const __grid_constant__ FlashAttentionParams p) {
   const flash::DenseOffsets off(p, 0);
   const flash::Visibility<true> vis(p.seqlen_q, p.seqlen_k, -1, 0);
-  const M::Layout l(0);
   const flash::DkdvWorkItems<Traits> items(vis, 0, 2, 0, 128);
-  if (threadIdx.x < 32) {
-    M::init(l);
-    M::load(p, off, l, 0, 0, items);
-    return;
-  }
-  if (threadIdx.x < 64) {
-    M::write_dq(p, off, l, items);
-    return;
-  }
-  const M::Split split(threadIdx.x / 32 - 4);
-  M::Split::Accumulator dk, dv;
-  flash::zero(dk);
-  flash::zero(dv);
-  M::mma(p, vis, l, 0, items, threadIdx.x / 128 - 1, split, dk, dv);
-  p.dq_accum[threadIdx.x] = dk[0][0][0] + dv[0][0][0];
+  flash::DkdvTmaProducer<Traits, Layout, Pipeline>::load(p, off, Layout(0), 0, 0, items);
 }
 )"},
+      // The kernel with the mainloop its generated source names (the kernel has no default).
       {"bwd/bwd_dkdv_kernel_sm90.cuh", traits(kDkdvWs) + R"(
-extern "C" __global__ void t(const __grid_constant__ FlashAttentionParams p) { flash::BwdDkdvKernelSm90<Traits>::run(p); }
+#include "bwd/dkdv_mainloop_sm90_ws.cuh"
+extern "C" __global__ void t(const __grid_constant__ FlashAttentionParams p) {
+  flash::BwdDkdvKernelSm90<Traits, flash::DkdvMainloopSm90Ws<Traits>>::run(p);
+}
 )"},
       {"bwd/dkdv_mainloop_sm80.cuh", dkdv_mainloop_case("DkdvMainloopSm80", kDkdv80)},
       {"bwd/dkdv_mainloop_sm90.cuh", dkdv_mainloop_case("DkdvMainloopSm90", kDkdv90)},
