@@ -29,6 +29,7 @@
 #include "flashgen/flashgen.hpp"
 #include "attention_rule.h"
 #include "input_precision_reference.h"
+#include "compiler/kernel_selection.h"
 #include "runtime/cpu/cpu_attention.h"
 #include "runtime/cpu/dtype_convert.h"
 #include "runtime/cuda_driver.h"
@@ -395,7 +396,11 @@ std::vector<Case> small() {
   // The split-KV decode on 64-row tiles of 8 warps (2 row groups x 4 key slices at d64).
   Case f = make_case(64, 8, 300, 1, 8, 1);
   f.causal = true;
-  return {a, b, c, d, e, f};
+  // The sm_90a warp-specialised d256 dK/dV kernel (both warpgroups on the same keys, the dP^T
+  // hand-over, dQ staged over the stage's Q and dO blocks): GQA items, ragged tiles, causal.
+  Case g = make_case(256, 100, 150, 1, 4, 2);
+  g.causal = true;
+  return {a, b, c, d, e, f, g};
 }
 INSTANTIATE_TEST_SUITE_P(Small, GpuAttention, ::testing::ValuesIn(small()),
                          [](const ::testing::TestParamInfo<Case>& i) { return case_name(i.param); });
@@ -834,6 +839,36 @@ TEST_F(GpuTest, HopperForwardSassUsesTmaAndWgmma) {
     for (const char* op : {"HGMMA", "UTMALDG", "UTMASTG", "SYNCS"})
       EXPECT_NE(sass.find(op), std::string::npos) << s.uri() << ": no " << op << " in the SASS";
     EXPECT_EQ(sass.find("HMMA"), std::string::npos) << s.uri() << ": mma.sync (HMMA) in the SASS";
+  }
+}
+
+// The same for the dK/dV kernel the runtime selects: wgmma, TMA loads, mbarrier waits, and dQ
+// added by TMA reductions (UTMAREDG) rather than by atomics from the registers (RED).
+TEST_F(GpuTest, HopperDkdvSassUsesTmaReductionsAndWgmma) {
+  if (device_arch(0) != Arch::sm_90a) GTEST_SKIP() << "not an sm_90 GPU";
+  const std::filesystem::path cli = std::filesystem::path(FLASHGEN_BINARY_DIR) / "tools" / "flashgen";
+  if (!std::filesystem::exists(cli)) GTEST_SKIP() << cli << " is not built";
+  for (const auto& [head_dim, causal] : {std::pair{64, true}, {128, false}, {256, true}}) {
+    ProblemKey key;
+    key.head_dim = head_dim;
+    key.dtype = DType::bf16;
+    key.causal = causal;
+    const KernelSpec s = select_backward_kernels(key, Arch::sm_90a).at(1);
+    EXPECT_TRUE(s.warp_specialized()) << s.uri();
+    const std::filesystem::path out = std::filesystem::temp_directory_path() / "flashgen-sass-dkdv.txt";
+    const std::string cmd =
+        fmt::format("{} dump --pass bwd_dkdv --head-dim {} {} --block-m {} --block-n {} --warps {} --stages {} "
+                    "--arch sm_90a --emit sass > {} 2>&1",
+                    cli.string(), head_dim, causal ? "--causal" : "", s.block_m, s.block_n, s.warps, s.stages,
+                    out.string());
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    std::ifstream in(out);
+    const std::string sass((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (sass.find("SASS unavailable") != std::string::npos) GTEST_SKIP() << "no disassembler here";
+    for (const char* op : {"HGMMA", "UTMALDG", "UTMAREDG", "SYNCS"})
+      EXPECT_NE(sass.find(op), std::string::npos) << s.uri() << ": no " << op << " in the SASS";
+    for (const char* op : {"HMMA", "RED.E."})
+      EXPECT_EQ(sass.find(op), std::string::npos) << s.uri() << ": " << op << " in the SASS";
   }
 }
 
