@@ -27,24 +27,21 @@ KernelPieces kernel_pieces(const KernelSpec& s) {
     case Pass::bwd_preprocess:
       return {{"bwd/bwd_preprocess_kernel.cuh"}, "flash::BwdPreprocessKernel<Traits, flash::SingleTileScheduler<false>>"};
     case Pass::bwd_dkdv: {
-      if (s.warp_specialized()) {
-        const bool shared = dkdv_mainloop(s) == DkdvMainloop::sm90_ws_shared_scores;
-        return {{"bwd/bwd_dkdv_kernel_sm90.cuh",
-                 shared ? "bwd/dkdv_mainloop_sm90_ws_shared_scores.cuh" : "bwd/dkdv_mainloop_sm90_ws.cuh"},
-                std::string("flash::BwdDkdvKernelSm90<Traits, flash::") +
-                    (shared ? "DkdvMainloopSm90WsSharedScores" : "DkdvMainloopSm90Ws") +
-                    "<Traits>, flash::SingleTileScheduler<false>>"};
-      }
       struct Mainloop {
         const char* header;
         const char* type;
       };
-      static constexpr Mainloop kMainloops[] = {
+      static constexpr Mainloop kMainloops[] = {  // in DkdvMainloop's order
           {"bwd/dkdv_mainloop_sm80.cuh", "flash::DkdvMainloopSm80<Traits>"},
           {"bwd/dkdv_mainloop_sm90.cuh", "flash::DkdvMainloopSm90<Traits>"},
           {"bwd/dkdv_mainloop_sm90_shared_scores.cuh", "flash::DkdvMainloopSm90SharedScores<Traits>"},
+          {"bwd/dkdv_mainloop_sm90_ws.cuh", "flash::DkdvMainloopSm90Ws<Traits>"},
+          {"bwd/dkdv_mainloop_sm90_ws_shared_scores.cuh", "flash::DkdvMainloopSm90WsSharedScores<Traits>"},
       };
       const Mainloop& m = kMainloops[static_cast<int>(dkdv_mainloop(s))];
+      if (s.warp_specialized())  // the producer / consumer kernel, its epilogue on the consumer threads
+        return {{"bwd/bwd_dkdv_kernel_sm90.cuh", m.header},
+                std::string("flash::BwdDkdvKernelSm90<Traits, ") + m.type + ", flash::SingleTileScheduler<false>>"};
       return {{"bwd/bwd_dkdv_kernel.cuh", m.header},
               std::string("flash::BwdDkdvKernel<Traits, ") + m.type +
                   ", flash::SingleTileScheduler<false>, flash::DkdvEpilogue<Traits>>"};

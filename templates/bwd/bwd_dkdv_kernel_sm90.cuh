@@ -32,7 +32,7 @@ struct BwdDkdvKernelSm90 {
 
   static __device__ __forceinline__ void run(const FlashAttentionParams& p) {
     const Layout l(smem_u32(dynamic_smem()));
-    if (threadIdx.x == 0) Mainloop::init(l);
+    if (threadIdx.x == 0) Mainloop::Producer::init(l);
     __syncthreads();  // the only CTA-wide barrier: the producer's idle warps leave after it
 
     const WorkTile w = Scheduler::first();
@@ -48,7 +48,7 @@ struct BwdDkdvKernelSm90 {
     if (wg == 0) {
       setmaxnreg_dec<kProducerRegisters>();
       const int warp = threadIdx.x >> 5;
-      if (warp == 0) Mainloop::load(p, off, l, h_kv, n0, items);
+      if (warp == 0) Mainloop::Producer::load(p, off, l, h_kv, n0, items);
       if (warp == 1) Mainloop::write_dq(p, off, l, items);
       return;
     }

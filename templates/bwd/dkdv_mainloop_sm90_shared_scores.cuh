@@ -40,25 +40,15 @@ struct DkdvMainloopSm90SharedScores {
     float s[1][kMT][4], dp[1][kMT][4];
     // (computed before the products: later it costs 12 bytes of spills at 255 registers)
     float* dq_acc = p.dq_accum + (off.accum_row(h) + m0) * Cfg::kHeadDimPadded;
-    const u32 dpt_slot = l.s_dpt + 16 * (tid % 128);
+    const u32 dpt_slot = hand_over_slot(l.s_dpt, tid);
     // The same instructions in both warpgroups (one accumulator: S^T, or dP^T in warpgroup 1).
     wgmma_fence();
     wgmma_scores_t<Cfg, L>(s[0], elementwise ? l.s_k : l.s_v, 0, elementwise ? s_q : s_do);
     wgmma_commit();
     wgmma_wait<0>();
-    if (!elementwise)
-#pragma unroll
-      for (int nt = 0; nt < kMT; ++nt)
-        st_shared_v4(dpt_slot + 16 * 128 * nt, make_uint4(__float_as_uint(s[0][nt][0]), __float_as_uint(s[0][nt][1]),
-                                                          __float_as_uint(s[0][nt][2]), __float_as_uint(s[0][nt][3])));
+    if (!elementwise) hand_over_fragments(dpt_slot, s[0]);
     __syncthreads();
-    if (elementwise)
-#pragma unroll
-      for (int nt = 0; nt < kMT; ++nt) {
-        const uint4 v = ld_shared_v4(dpt_slot + 16 * 128 * nt);
-        dp[0][nt][0] = __uint_as_float(v.x), dp[0][nt][1] = __uint_as_float(v.y);
-        dp[0][nt][2] = __uint_as_float(v.z), dp[0][nt][3] = __uint_as_float(v.w);
-      }
+    if (elementwise) take_over_fragments(dpt_slot, dp[0]);
     float dtanh[1][kMT][4];  // unused (and optimised away) without softcap
     if (elementwise) probs_t<Cfg>(s, dtanh, p, vis, softcap_pre, l.s_lse(stage), n0, n0 + split.warp_row0, m0, lane);
 

@@ -59,8 +59,8 @@ struct DkdvMainloopSm90Ws {
   static constexpr int kDqThreads = kConsumerThreads + 32;
 
   // The all-threads kernels' layout (K, V, the stages of Q, dO, lse, D; dS^T buffer 0), then
-  // dS^T buffer 1, the fp32 dQ staging tile and the mbarriers (K/V's, the ring's).
-  struct Layout : DkdvLayout<Cfg, false> {
+  // dS^T buffer 1 and the fp32 dQ staging tile; the producer's mbarriers after them.
+  struct Tiles : DkdvLayout<Cfg, false> {
     using Base = DkdvLayout<Cfg, false>;
     using DS = typename Base::DS;
     static constexpr int kDs1 = Base::kBytes;
@@ -73,30 +73,15 @@ struct DkdvMainloopSm90Ws {
     static constexpr int kDqRowBytes = (kD + kFlashDqStagingPad) * 4;
     static constexpr int kDqBytes = kDq ? Cfg::kBlockM * kDqRowBytes : 0;
     static_assert(kDqTile % 128 == 0, "a TMA box in shared memory starts 128-byte aligned");
-    static constexpr int kKvFull = kDqTile + kDqBytes;
-    static constexpr int kRing = kKvFull + 8;
-    static constexpr int kBytes = kRing + Pipeline::kBarrierBytes;
+    static constexpr int kBytes = kDqTile + kDqBytes;
 
-    u32 s_ds1, s_dq, kv_full;
-    Pipeline ring;
+    u32 s_ds1, s_dq;
 
-    __device__ __forceinline__ explicit Layout(u32 smem)
-        : Base(smem), s_ds1(smem + kDs1), s_dq(smem + kDqTile), kv_full(smem + kKvFull), ring(smem + kRing) {}
+    __device__ __forceinline__ explicit Tiles(u32 smem) : Base(smem), s_ds1(smem + kDs1), s_dq(smem + kDqTile) {}
     __device__ __forceinline__ u32 s_ds_of(int item) const { return item % 2 ? s_ds1 : this->s_ds; }
   };
-
-  // By one thread, before the CTA barrier that precedes the role split.
-  static __device__ __forceinline__ void init(const Layout& l) {
-    mbarrier_init(l.kv_full, 1);
-    l.ring.init();
-    fence_mbarrier_init();
-  }
-
-  // ---- producer warp (all 32 lanes) ----
-  static __device__ __forceinline__ void load(const FlashAttentionParams& p, const typename Cfg::Offsets& off, const Layout& l,
-                                              int h_kv, int n0, const DkdvWorkItems<Cfg>& items) {
-    DkdvTmaProducer<Cfg, Layout, Pipeline>::load(p, off, l, h_kv, n0, items);
-  }
+  using Layout = DkdvTmaLayout<Tiles, Pipeline>;
+  using Producer = DkdvTmaProducer<Cfg, Layout, Pipeline>;  // the kernel's init and load
 
   // ---- dQ writer warp (all 32 lanes; one issues) ----
   // Per item: once the consumers have staged dQ, dQ_accum rows m0.. += the tile.

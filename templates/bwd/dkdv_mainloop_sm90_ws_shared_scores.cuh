@@ -56,31 +56,9 @@ struct DkdvMainloopSm90WsSharedScores {
   static constexpr int kDqThreads = 128 + 32;
 
   // The all-threads shared-scores layout (K, V, the stages of Q, dO, lse, D; dS^T, P^T and
-  // the fp32 dP^T fragments), then the mbarriers (K/V's, the ring's).
-  struct Layout : DkdvLayout<Cfg, true> {
-    using Base = DkdvLayout<Cfg, true>;
-    static constexpr int kKvFull = Base::kBytes;
-    static constexpr int kRing = kKvFull + 8;
-    static constexpr int kBytes = kRing + Pipeline::kBarrierBytes;
-
-    u32 kv_full;
-    Pipeline ring;
-
-    __device__ __forceinline__ explicit Layout(u32 smem) : Base(smem), kv_full(smem + kKvFull), ring(smem + kRing) {}
-  };
-
-  // By one thread, before the CTA barrier that precedes the role split.
-  static __device__ __forceinline__ void init(const Layout& l) {
-    mbarrier_init(l.kv_full, 1);
-    l.ring.init();
-    fence_mbarrier_init();
-  }
-
-  // ---- producer warp (all 32 lanes) ----
-  static __device__ __forceinline__ void load(const FlashAttentionParams& p, const typename Cfg::Offsets& off, const Layout& l,
-                                              int h_kv, int n0, const DkdvWorkItems<Cfg>& items) {
-    DkdvTmaProducer<Cfg, Layout, Pipeline>::load(p, off, l, h_kv, n0, items);
-  }
+  // the fp32 dP^T fragments), then the producer's mbarriers.
+  using Layout = DkdvTmaLayout<DkdvLayout<Cfg, true>, Pipeline>;
+  using Producer = DkdvTmaProducer<Cfg, Layout, Pipeline>;  // the kernel's init and load
 
   // The shared address of dQ box j (32 columns from 128 wg + 32 j, fp32, 128-byte swizzled) of
   // the item in stage `stage`: over the Q and dO column blocks that only warpgroup wg read.
@@ -132,8 +110,7 @@ struct DkdvMainloopSm90WsSharedScores {
     const int total = items.total;
     if (total == 0) return;
     const bool elementwise = wg == 0;
-    // Thread i of warpgroup 1 hands its dP^T fragments to thread i of warpgroup 0 (the same positions).
-    const u32 dpt_slot = l.s_dpt + 16 * (threadIdx.x % 128);
+    const u32 dpt_slot = hand_over_slot(l.s_dpt, threadIdx.x);  // warpgroup 1's dP^T to warpgroup 0
     mbarrier_wait(l.kv_full, 0);
     PipelineState st = Pipeline::consumer_start();
     for (int t = 0; t < total; ++t) {
@@ -148,10 +125,7 @@ struct DkdvMainloopSm90WsSharedScores {
       wgmma_wait<0>();
       wgmma_fence_operand(s);
       if (!elementwise) {
-#pragma unroll
-        for (int nt = 0; nt < kMT; ++nt)
-          st_shared_v4(dpt_slot + 16 * 128 * nt, make_uint4(__float_as_uint(s[0][nt][0]), __float_as_uint(s[0][nt][1]),
-                                                            __float_as_uint(s[0][nt][2]), __float_as_uint(s[0][nt][3])));
+        hand_over_fragments(dpt_slot, s[0]);
         named_barrier_arrive(Barriers::kDpFull, kConsumerThreads);
       } else {
         float dtanh[1][kMT][4];  // unused (and optimised away) without softcap
@@ -163,12 +137,7 @@ struct DkdvMainloopSm90WsSharedScores {
         store_t_x4<typename L::DS, kMT>(l.s_pt, a, split.warp_row0, lane);
         named_barrier_sync(Barriers::kDpFull, kConsumerThreads);
         float dp[1][kMT][4];
-#pragma unroll
-        for (int nt = 0; nt < kMT; ++nt) {
-          const uint4 v = ld_shared_v4(dpt_slot + 16 * 128 * nt);
-          dp[0][nt][0] = __uint_as_float(v.x), dp[0][nt][1] = __uint_as_float(v.y);
-          dp[0][nt][2] = __uint_as_float(v.z), dp[0][nt][3] = __uint_as_float(v.w);
-        }
+        take_over_fragments(dpt_slot, dp[0]);
         dscores_t<Cfg>(dp, s, dtanh, l.s_dsum(st.index), lane);
 #pragma unroll
         for (int kk = 0; kk < kMT / 2; ++kk) c_to_a<kBf16>(a[kk], dp[0], kk);

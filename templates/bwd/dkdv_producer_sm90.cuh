@@ -4,6 +4,7 @@
 // past seqlen_q get lse * log2e = +inf (P = 0) and D = 0.
 #pragma once
 
+#include "arch/fence.cuh"
 #include "arch/mbarrier.cuh"
 #include "arch/numeric.cuh"
 #include "arch/ptx.cuh"
@@ -14,10 +15,31 @@
 
 namespace flash {
 
-// Layout: a DkdvLayout with `kv_full` (K/V's mbarrier) and `ring` (a Pipeline whose full
-// barriers expect the 32 lanes' arrivals besides the TMA bytes).
+// A warp-specialised mainloop's shared memory: its tiles (a DkdvLayout, with any tiles of its
+// own after it), then the producer's mbarriers: K/V's (`kv_full`) and the ring's (a Pipeline
+// whose full barriers expect the 32 lanes' arrivals besides the TMA bytes).
+template <class Tiles, class Pipeline>
+struct DkdvTmaLayout : Tiles {
+  static constexpr int kKvFull = Tiles::kBytes;
+  static constexpr int kRing = kKvFull + 8;
+  static constexpr int kBytes = kRing + Pipeline::kBarrierBytes;
+
+  u32 kv_full;
+  Pipeline ring;
+
+  __device__ __forceinline__ explicit DkdvTmaLayout(u32 smem) : Tiles(smem), kv_full(smem + kKvFull), ring(smem + kRing) {}
+};
+
+// Layout: a DkdvTmaLayout over Pipeline.
 template <class Cfg, class Layout, class Pipeline>
 struct DkdvTmaProducer {
+  // By one thread, before the CTA barrier that precedes the role split.
+  static __device__ __forceinline__ void init(const Layout& l) {
+    mbarrier_init(l.kv_full, 1);
+    l.ring.init();
+    fence_mbarrier_init();
+  }
+
   // All 32 lanes of the warp.
   static __device__ __forceinline__ void load(const FlashAttentionParams& p, const typename Cfg::Offsets& off,
                                               const Layout& l, int h_kv, int n0, const DkdvWorkItems<Cfg>& items) {

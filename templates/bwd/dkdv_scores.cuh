@@ -82,6 +82,31 @@ __device__ __forceinline__ void wgmma_regs_t(float (&acc)[kDT][4], const u32 (&a
     wgmma_rs_mn_major<Cfg::kIsBf16, QT>(acc, a[kk], s_b + (col0 / 64) * QT::kBlockBytes, 16 * kk);
 }
 
+// The shared-scores hand-over of one warpgroup's C fragments (dP^T) to the other's: thread i
+// of the sender and thread i of the receiver (the same fragment positions) use slot i of a
+// buffer of 128 threads x kMT 16-byte vectors (tid: the thread's index in the CTA), vector nt of every thread contiguous. (The
+// all-threads kernel, at 255 registers, takes its slot before the products: later it spills.)
+template <class Tid>
+__device__ __forceinline__ u32 hand_over_slot(u32 s_buf, Tid tid) {
+  return s_buf + 16 * (tid % 128);
+}
+template <int kMT>
+__device__ __forceinline__ void hand_over_fragments(u32 slot, const float (&c)[kMT][4]) {
+#pragma unroll
+  for (int nt = 0; nt < kMT; ++nt)
+    st_shared_v4(slot + 16 * 128 * nt, make_uint4(__float_as_uint(c[nt][0]), __float_as_uint(c[nt][1]),
+                                                  __float_as_uint(c[nt][2]), __float_as_uint(c[nt][3])));
+}
+template <int kMT>
+__device__ __forceinline__ void take_over_fragments(u32 slot, float (&c)[kMT][4]) {
+#pragma unroll
+  for (int nt = 0; nt < kMT; ++nt) {
+    const uint4 v = ld_shared_v4(slot + 16 * 128 * nt);
+    c[nt][0] = __uint_as_float(v.x), c[nt][1] = __uint_as_float(v.y);
+    c[nt][2] = __uint_as_float(v.z), c[nt][3] = __uint_as_float(v.w);
+  }
+}
+
 // Packed 16-bit fragments of this warp's keys x the tile's queries (c_to_a order) -> a [key][query]
 // tile in shared memory (dS^T for the dQ product, P^T).
 template <class XT, int kMT>

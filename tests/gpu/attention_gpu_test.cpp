@@ -807,10 +807,27 @@ TEST_F(GpuTest, SanitizerCleanOnSmallShapes) {
 namespace flashgen::test {
 namespace {
 
+// The SASS of spec's kernel, by `flashgen dump --emit sass` (the toolkit's disassembler is on
+// the GPU machine); "" and a failure where the command fails.
+std::string selected_sass(const std::filesystem::path& cli, const KernelSpec& s) {
+  const std::filesystem::path out =
+      std::filesystem::temp_directory_path() / fmt::format("flashgen-sass-{}.txt", to_string(s.pass));
+  const std::string cmd =
+      fmt::format("{} dump --pass {} --head-dim {} {} --block-m {} --block-n {} --warps {} --stages {} --arch sm_90a "
+                  "--emit sass > {} 2>&1",
+                  cli.string(), to_string(s.pass), s.head_dim, s.causal ? "--causal" : "", s.block_m, s.block_n,
+                  s.warps, s.stages, out.string());
+  if (std::system(cmd.c_str()) != 0) {
+    ADD_FAILURE() << cmd;
+    return "";
+  }
+  std::ifstream in(out);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
 // The forward the runtime selects on sm_90a runs on the fast path: the warp-specialised
 // kernel, with wgmma (HGMMA), TMA loads and stores (UTMALDG, UTMASTG) and mbarrier waits
-// (SYNCS) in its SASS and no mma.sync (HMMA), read with `flashgen dump --emit sass` (the
-// toolkit's disassembler is on the GPU machine). Spills are the compile tests' concern.
+// (SYNCS) in its SASS and no mma.sync (HMMA). Spills are the compile tests' concern.
 TEST_F(GpuTest, HopperForwardSassUsesTmaAndWgmma) {
   if (device_arch(0) != Arch::sm_90a) GTEST_SKIP() << "not an sm_90 GPU";
   const std::filesystem::path cli = std::filesystem::path(FLASHGEN_BINARY_DIR) / "tools" / "flashgen";
@@ -826,15 +843,7 @@ TEST_F(GpuTest, HopperForwardSassUsesTmaAndWgmma) {
     p.options.window_right = causal ? 0 : -1;
     const KernelSpec s = forward_specs(p, Arch::sm_90a).at(0);
     EXPECT_TRUE(s.warp_specialized()) << s.uri();
-    const std::filesystem::path out = std::filesystem::temp_directory_path() / "flashgen-sass.txt";
-    const std::string cmd =
-        fmt::format("{} dump --pass fwd --head-dim {} {} --block-m {} --block-n {} --warps {} --stages {} --arch sm_90a "
-                    "--emit sass > {} 2>&1",
-                    cli.string(), head_dim, causal ? "--causal" : "", s.block_m, s.block_n, s.warps, s.stages,
-                    out.string());
-    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-    std::ifstream in(out);
-    const std::string sass((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string sass = selected_sass(cli, s);
     if (sass.find("SASS unavailable") != std::string::npos) GTEST_SKIP() << "no disassembler here";
     for (const char* op : {"HGMMA", "UTMALDG", "UTMASTG", "SYNCS"})
       EXPECT_NE(sass.find(op), std::string::npos) << s.uri() << ": no " << op << " in the SASS";
@@ -855,15 +864,7 @@ TEST_F(GpuTest, HopperDkdvSassUsesTmaReductionsAndWgmma) {
     key.causal = causal;
     const KernelSpec s = select_backward_kernels(key, Arch::sm_90a).at(1);
     EXPECT_TRUE(s.warp_specialized()) << s.uri();
-    const std::filesystem::path out = std::filesystem::temp_directory_path() / "flashgen-sass-dkdv.txt";
-    const std::string cmd =
-        fmt::format("{} dump --pass bwd_dkdv --head-dim {} {} --block-m {} --block-n {} --warps {} --stages {} "
-                    "--arch sm_90a --emit sass > {} 2>&1",
-                    cli.string(), head_dim, causal ? "--causal" : "", s.block_m, s.block_n, s.warps, s.stages,
-                    out.string());
-    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-    std::ifstream in(out);
-    const std::string sass((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string sass = selected_sass(cli, s);
     if (sass.find("SASS unavailable") != std::string::npos) GTEST_SKIP() << "no disassembler here";
     for (const char* op : {"HGMMA", "UTMALDG", "UTMAREDG", "SYNCS"})
       EXPECT_NE(sass.find(op), std::string::npos) << s.uri() << ": no " << op << " in the SASS";

@@ -37,52 +37,49 @@ std::string traits(const KernelSpec& s) {
   return "#include \"params/kernel_traits.cuh\"\n" + spec_struct(s) + "using Traits = flash::KernelTraits<Spec>;\n";
 }
 
-// A kernel that runs one Q tile of a dK/dV mainloop (its consume) on default arguments.
-std::string dkdv_mainloop_case(const char* mainloop, const KernelSpec& s) {
+// A kernel t over dK/dV mainloop M on default arguments: the dense offsets, a causal
+// visibility and M's layout (off, vis, l), then `roles`, then the consumer: M::Split of warp
+// `split_warp`, zeroed accumulators dk and dv, `consume` and a store of dk and dv.
+std::string dkdv_mainloop_kernel(const char* mainloop, const KernelSpec& s, const char* roles,
+                                 const char* split_warp, const char* consume) {
   return traits(s) + fmt::format(R"(
 using M = flash::{}<Traits>;
 extern "C" __global__ void t(const __grid_constant__ FlashAttentionParams p) {{
   const flash::DenseOffsets off(p, 0);
   const flash::Visibility<true> vis(p.seqlen_q, p.seqlen_k, -1, 0);
   const M::Layout l(0);
-  const M::Split split(threadIdx.x / 32);
+{}
+  const M::Split split({});
   M::Split::Accumulator dk, dv;
   flash::zero(dk);
   flash::zero(dv);
-  M::consume(p, off, vis, l, split, 0, 0, 0, 0, threadIdx.x, threadIdx.x / 32, threadIdx.x % 32, 0.0f, dk, dv);
+  {}
   p.dq_accum[threadIdx.x] = dk[0][0][0] + dv[0][0][0];
 }}
 )",
-                                 mainloop);
+                                 mainloop, roles, split_warp, consume);
 }
 
-// A kernel that runs a warp-specialised dK/dV mainloop's roles (load, write_dq, mma) on default arguments.
+// One Q tile of an all-threads dK/dV mainloop (its consume).
+std::string dkdv_mainloop_case(const char* mainloop, const KernelSpec& s) {
+  return dkdv_mainloop_kernel(
+      mainloop, s, "", "threadIdx.x / 32",
+      "M::consume(p, off, vis, l, split, 0, 0, 0, 0, threadIdx.x, threadIdx.x / 32, threadIdx.x % 32, 0.0f, dk, dv);");
+}
+
+// A warp-specialised dK/dV mainloop's roles: its producer (init, load), write_dq and mma.
 std::string dkdv_ws_mainloop_case(const char* mainloop, const KernelSpec& s) {
-  return traits(s) + fmt::format(R"(
-using M = flash::{}<Traits>;
-extern "C" __global__ void t(const __grid_constant__ FlashAttentionParams p) {{
-  const flash::DenseOffsets off(p, 0);
-  const flash::Visibility<true> vis(p.seqlen_q, p.seqlen_k, -1, 0);
-  const M::Layout l(0);
-  const flash::DkdvWorkItems<Traits> items(vis, 0, 2, 0, Traits::kBlockN);
-  if (threadIdx.x < 32) {{
-    M::init(l);
-    M::load(p, off, l, 0, 0, items);
+  return dkdv_mainloop_kernel(mainloop, s, R"(  const flash::DkdvWorkItems<Traits> items(vis, 0, 2, 0, Traits::kBlockN);
+  if (threadIdx.x < 32) {
+    M::Producer::init(l);
+    M::Producer::load(p, off, l, 0, 0, items);
     return;
-  }}
-  if (threadIdx.x < 64) {{
+  }
+  if (threadIdx.x < 64) {
     M::write_dq(p, off, l, items);
     return;
-  }}
-  const M::Split split(threadIdx.x / 32 - 4);
-  M::Split::Accumulator dk, dv;
-  flash::zero(dk);
-  flash::zero(dv);
-  M::mma(p, vis, l, 0, items, threadIdx.x / 128 - 1, split, dk, dv);
-  p.dq_accum[threadIdx.x] = dk[0][0][0] + dv[0][0][0];
-}}
-)",
-                                 mainloop);
+  })",
+                              "threadIdx.x / 32 - 4", "M::mma(p, vis, l, 0, items, threadIdx.x / 128 - 1, split, dk, dv);");
 }
 
 const KernelSpec kFwd = spec(Pass::fwd, 128, 128, 128, 8);
@@ -565,16 +562,15 @@ extern "C" __global__ void t(const __grid_constant__ FlashAttentionParams p) {
       {"bwd/dkdv_producer_sm90.cuh", traits(kDkdvWs) + R"(
 #include "pipeline/tma_pipeline.cuh"
 using Pipeline = flash::TmaPipeline<2, 256, 32>;
-struct Layout : flash::DkdvLayout<Traits, false> {
-  flash::u32 kv_full = 0;
-  Pipeline ring{0};
-  __device__ explicit Layout(flash::u32 smem) : flash::DkdvLayout<Traits, false>(smem) {}
-};
+using Layout = flash::DkdvTmaLayout<flash::DkdvLayout<Traits, false>, Pipeline>;
+using Producer = flash::DkdvTmaProducer<Traits, Layout, Pipeline>;
 extern "C" __global__ void t(const __grid_constant__ FlashAttentionParams p) {
   const flash::DenseOffsets off(p, 0);
   const flash::Visibility<true> vis(p.seqlen_q, p.seqlen_k, -1, 0);
   const flash::DkdvWorkItems<Traits> items(vis, 0, 2, 0, 128);
-  flash::DkdvTmaProducer<Traits, Layout, Pipeline>::load(p, off, Layout(0), 0, 0, items);
+  const Layout l(0);
+  if (threadIdx.x == 0) Producer::init(l);
+  Producer::load(p, off, l, 0, 0, items);
 }
 )"},
       // The kernel with the mainloop its generated source names (the kernel has no default).
