@@ -15,10 +15,16 @@ template <int kThreads_, int kBarrier = -1>
 struct StoreGroup {
   static constexpr int kThreads = kThreads_;
   static __device__ __forceinline__ void sync() {
-    if constexpr (kBarrier < 0)
+    if constexpr (kBarrier < 0) {
       __syncthreads();
-    else
+    } else {
+      // Twice: compute-sanitizer's racecheck reports the d256 kernel's fragment stores
+      // against other warps' tile loads across one 256-thread named barrier (fresh id,
+      // .aligned form or __syncwarp before it alike) and is clean with two; the second costs
+      // one barrier per CTA. docs/perf-notes.md, "racecheck on the d256 kernel".
       named_barrier_sync(kBarrier, kThreads);
+      named_barrier_sync(kBarrier, kThreads);
+    }
   }
 };
 

@@ -45,13 +45,16 @@ struct DkdvMainloopSm90WsSharedScores {
 
   // Named barriers between the consumer warpgroups: dP^T handed over, P^T and dS^T stored,
   // P^T and dS^T free again (warpgroup 1's products of the last item retired), the end of
-  // the mainloop; and per warpgroup, its dQ half staged (with the dQ writer warp).
+  // the mainloop; and per warpgroup, with the dQ writer warp: its dQ half staged, and taken
+  // (a named barrier counts arrivals, not items: without the second one a warpgroup could
+  // arrive for item t + 1 before the writer has waited for item t).
   struct Barriers {
     static constexpr int kDpFull = kNamedBarrierFirstFree;
     static constexpr int kPdsFull = kDpFull + 1;
     static constexpr int kPdsEmpty = kPdsFull + 1;
     static constexpr int kEpilogue = kPdsEmpty + 1;
-    static constexpr int kDqFull0 = kEpilogue + 1;  // + wg
+    static constexpr int kDqFull0 = kEpilogue + 1;   // + wg
+    static constexpr int kDqTaken0 = kDqFull0 + 2;  // + wg
   };
   static constexpr int kDqThreads = 128 + 32;
 
@@ -80,6 +83,7 @@ struct DkdvMainloopSm90WsSharedScores {
 #pragma unroll
         for (int wg = 0; wg < 2; ++wg) {
           named_barrier_sync(Barriers::kDqFull0 + wg, kDqThreads);
+          if (t + 1 < total) named_barrier_arrive(Barriers::kDqTaken0 + wg, kDqThreads);
           if (leader)
 #pragma unroll
             for (int j = 0; j < 4; ++j)
@@ -159,6 +163,7 @@ struct DkdvMainloopSm90WsSharedScores {
       if (!elementwise && t + 1 < total) named_barrier_arrive(Barriers::kPdsEmpty, kConsumerThreads);
       if constexpr (kDq) {  // over this warpgroup's Q and dO blocks: its products of them retired
         wgmma_fence_operand(dq);
+        if (t > 0) named_barrier_sync(Barriers::kDqTaken0 + wg, kDqThreads);
         const int g = lane >> 2, tq = lane & 3;
 #pragma unroll
         for (int nt = 0; nt < kD / 16; ++nt)
