@@ -39,9 +39,11 @@ int KernelSpec::shared_memory_bytes() const {
       const int scores = shared_scores ? 2 * tile_bytes(block_n, block_m) + block_n * block_m * 4
                                        : (deterministic ? 0 : tile_bytes(block_n, block_m));
       // Warp-specialised: the mbarriers of K/V and of the ring (full and empty per stage); at
-      // d <= 128 (unless deterministic) also dS^T's second buffer and a dQ staging tile of its
-      // own, rows padded by kFlashDqStagingPad floats (d256 stages dQ over the Q/dO stage).
-      const int dq_staging = block_m * (padded_head_dim() + kFlashDqStagingPad) * 4;
+      // d <= 128 (unless deterministic) also dS^T's second buffer and dQ staging boxes of
+      // their own, kFlashDqBoxCols columns x kFlashDqBoxRows rows each, over every column of
+      // every row block (d256 stages dQ over the Q/dO stage).
+      const int dq_staging = block_m / kFlashDqBoxRows * ((padded_head_dim() + kFlashDqBoxCols - 1) / kFlashDqBoxCols) *
+                             kFlashDqBoxCols * kFlashDqBoxRows * 4;
       const bool dq_tile = mainloop == DkdvMainloop::sm90_ws && !deterministic;
       const int ws = !warp_specialized() ? 0 : (dq_tile ? tile_bytes(block_n, block_m) + dq_staging : 0) + 8 + 16 * stages;
       return 2 * tile_bytes(block_n, d) + stages * stage + scores + ws;

@@ -212,14 +212,9 @@ TensorMapLayout dq_accum_map_layout(const KernelSpec& spec, const FlashAttention
   m.dtype = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
   m.dims = {columns, rows, 1, 1};
   m.strides = {columns * sizeof(float), bytes, bytes};
-  if (dkdv_mainloop(spec) == DkdvMainloop::sm90_ws_shared_scores) {
-    // d256: boxes of 32 columns (128 bytes) staged 128-byte swizzled over the Q and dO tiles.
-    m.box = {32, static_cast<cuuint32_t>(spec.block_m), 1, 1};
-    m.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
-    return m;
-  }
-  m.box = {static_cast<cuuint32_t>(columns + kFlashDqStagingPad), static_cast<cuuint32_t>(spec.block_m), 1, 1};
-  m.swizzle = CU_TENSOR_MAP_SWIZZLE_NONE;
+  // The boxes the kernels stage (bwd/dq_accum.cuh, DqStagingBoxes).
+  m.box = {kFlashDqBoxCols, kFlashDqBoxRows, 1, 1};
+  m.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
   return m;
 }
 

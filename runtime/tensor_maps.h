@@ -35,8 +35,8 @@ struct TensorMapLayout {
 std::array<TensorMapLayout, 4> tensor_map_layouts(const KernelSpec& spec, const FlashAttentionParams& params);
 
 // The dQ accumulator's map for the warp-specialised dK/dV kernel that is not deterministic:
-// fp32 (head_dim_padded, params.dq_accum_rows, 1, 1), unswizzled boxes of (head_dim_padded +
-// kFlashDqStagingPad) x block_m (the staging tile's padded rows; the pad is clipped).
+// fp32 (head_dim_padded, params.dq_accum_rows, 1, 1), 128-byte swizzled boxes of
+// kFlashDqBoxCols x kFlashDqBoxRows (the staged boxes; columns past the row are clipped).
 TensorMapLayout dq_accum_map_layout(const KernelSpec& spec, const FlashAttentionParams& params);
 
 // Whether `spec` reduces into the dQ accumulator through params.tma_dq_accum.

@@ -4,8 +4,11 @@
 // consumer warpgroups own 64 keys each: S^T = K.Q^T and dP^T = V.dO^T (one wgmma group),
 // P^T and dS^T in registers as the A operands of dV += P^T.dO and dK += dS^T.Q, and (unless
 // deterministic) dS^T through shared memory (double-buffered by item) into dQ = dS.K, staged
-// in fp32 for the dQ writer warp, which adds the tile to the fp32 accumulator with one TMA
-// reduction (p.tma_dq_accum): no atomics on the consumers. Q tiles of 64 queries (d64..d128)
+// in fp32 boxes (bwd/dq_staging.cuh) for the dQ writer warp, which adds each warpgroup's part
+// to the fp32 accumulator by TMA reductions (p.tma_dq_accum) as soon as that warpgroup has
+// staged it: no atomics on the consumers, and no wait of one warpgroup for the other at the
+// staging (a shared tile with one handshake for both cost ~10 %: docs/perf-notes.md,
+// "dQ staging per warpgroup"). Q tiles of 64 queries (d64..d128)
 // split dQ's head dim between the warpgroups; Q tiles of 128 (d64, FA3's tile: half the items,
 // so half the per-item barriers, dS^T stores and reductions) split its queries.
 // Per item the products go out as dV, dQ, dK (FA3's order): the dQ tile is staged while dK
@@ -21,6 +24,7 @@
 #include "bwd/dkdv_layout.cuh"
 #include "bwd/dkdv_producer_sm90.cuh"
 #include "bwd/dkdv_scores.cuh"
+#include "bwd/dq_staging.cuh"
 #include "pipeline/tma_pipeline.cuh"
 #include "tile/warp_mma.cuh"
 
@@ -48,60 +52,71 @@ struct DkdvMainloopSm90Ws {
   // lanes each arrive after writing theirs.
   using Pipeline = TmaPipeline<Cfg::kStages, kConsumerThreads, 32>;
 
-  // Named barriers: dS^T complete (consumers), the dQ staging tile full / free (consumers
-  // and the dQ writer warp), the end of the mainloop (consumers).
+  // Named barriers: dS^T complete (consumers), the end of the mainloop (consumers); per
+  // warpgroup, with the dQ writer warp: its dQ boxes staged, and read out again.
   struct Barriers {
     static constexpr int kDsFull = kNamedBarrierFirstFree;
-    static constexpr int kDqFull = kDsFull + 1;
-    static constexpr int kDqEmpty = kDqFull + 1;
-    static constexpr int kEpilogue = kDqEmpty + 1;
+    static constexpr int kEpilogue = kDsFull + 1;
+    static constexpr int kDqFull0 = kEpilogue + 1;   // + wg
+    static constexpr int kDqEmpty0 = kDqFull0 + 2;  // + wg
   };
-  static constexpr int kDqThreads = kConsumerThreads + 32;
+  static constexpr int kDqThreads = 128 + 32;
+
+  // Warpgroup wg's part of dQ: queries 64 wg.. and every column (128-query tiles), or every
+  // query and columns kDqCol0(wg).. (64-query tiles); the staging boxes of 32 columns cover
+  // each 64-query row block's columns in order, so box (row block, column / 32).
+  static constexpr int kDqBoxesPerRowBlock = (kD + kFlashDqBoxCols - 1) / kFlashDqBoxCols;
+  static constexpr int kDqBoxes = kDq ? Cfg::kBlockM / kFlashDqBoxRows * kDqBoxesPerRowBlock : 0;
+  static constexpr int kDqRow0(int wg) { return kDqByRows ? 64 * wg : 0; }
+  static constexpr int kDqCol0(int wg) { return kDqByRows || wg == 0 ? 0 : kDqCols0; }
+  static constexpr int kDqCols(int wg) { return kDqByRows ? kD : wg == 0 ? kDqCols0 : kDqCols1; }
 
   // The all-threads kernels' layout (K, V, the stages of Q, dO, lse, D; dS^T buffer 0), then
-  // dS^T buffer 1 and the fp32 dQ staging tile; the producer's mbarriers after them.
+  // dS^T buffer 1 and the dQ staging boxes; the producer's mbarriers after them.
   struct Tiles : DkdvLayout<Cfg, false> {
     using Base = DkdvLayout<Cfg, false>;
     using DS = typename Base::DS;
     static constexpr int kDs1 = Base::kBytes;
     static constexpr int kDqTile = kDs1 + (kDq ? DS::kBytes : 0);
-    // dQ staging rows are padded by kFlashDqStagingPad floats: a warp's 8-byte fragment
-    // stores then cover 8 rows whose starts fall 8 banks apart (unpadded rows of 256-512
-    // bytes all start in bank 0: 8-way conflicts), two wavefronts per store. The TMA box of
-    // the accumulator's map is as wide as a padded row; the pad falls past the accumulator's
-    // row and is clipped. (One bulk reduction per row instead cost 35 % at d64: per-op cost.)
-    static constexpr int kDqRowBytes = (kD + kFlashDqStagingPad) * 4;
-    static constexpr int kDqBytes = kDq ? Cfg::kBlockM * kDqRowBytes : 0;
-    static_assert(kDqTile % 128 == 0, "a TMA box in shared memory starts 128-byte aligned");
-    static constexpr int kBytes = kDqTile + kDqBytes;
+    static_assert(kDqTile % 1024 == 0, "a 128-byte swizzled box starts 1024-byte aligned");
+    static constexpr int kBytes = kDqTile + kDqBoxes * kDqBoxBytes;
 
     u32 s_ds1, s_dq;
 
     __device__ __forceinline__ explicit Tiles(u32 smem) : Base(smem), s_ds1(smem + kDs1), s_dq(smem + kDqTile) {}
     __device__ __forceinline__ u32 s_ds_of(int item) const { return item % 2 ? s_ds1 : this->s_ds; }
+    // The box of warpgroup wg's dQ part that holds its column `col` (a multiple of 32).
+    __device__ __forceinline__ u32 dq_box(int wg, int col) const {
+      return s_dq + ((kDqByRows ? wg * kDqBoxesPerRowBlock : 0) + col / kFlashDqBoxCols) * kDqBoxBytes;
+    }
   };
   using Layout = DkdvTmaLayout<Tiles, Pipeline>;
   using Producer = DkdvTmaProducer<Cfg, Layout, Pipeline>;  // the kernel's init and load
 
   // ---- dQ writer warp (all 32 lanes; one issues) ----
-  // Per item: once the consumers have staged dQ, dQ_accum rows m0.. += the tile.
+  // Per item and warpgroup: once it has staged its part, dQ_accum += the part's boxes; once
+  // they are read out, the warpgroup may stage the next item's.
   static __device__ __forceinline__ void write_dq(const FlashAttentionParams& p, const typename Cfg::Offsets& off,
                                                   const Layout& l, const DkdvWorkItems<Cfg>& items) {
     if constexpr (kDq) {
       const int total = items.total;
       const bool leader = (threadIdx.x & 31) == 0;
       if (leader && total > 0) tma_prefetch_descriptor(&p.tma_dq_accum);
-      if (total > 0) named_barrier_arrive(Barriers::kDqEmpty, kDqThreads);  // the tile starts free
       for (int t = 0; t < total; ++t) {
-        named_barrier_sync(Barriers::kDqFull, kDqThreads);
-        if (leader) {
-          tma_reduce_add_4d(&p.tma_dq_accum, l.s_dq, 0, static_cast<int>(off.accum_row(items.head(t)) + items.m0(t)), 0,
-                            0);
-          tma_store_commit();
-          tma_store_wait_read<0>();
+        const int row = static_cast<int>(off.accum_row(items.head(t)) + items.m0(t));
+#pragma unroll
+        for (int wg = 0; wg < 2; ++wg) {
+          named_barrier_sync(Barriers::kDqFull0 + wg, kDqThreads);
+          if (leader) {
+#pragma unroll
+            for (int col = kDqCol0(wg); col < kDqCol0(wg) + kDqCols(wg); col += kFlashDqBoxCols)
+              tma_reduce_add_4d(&p.tma_dq_accum, l.dq_box(wg, col), col, row + kDqRow0(wg), 0, 0);
+            tma_store_commit();
+            tma_store_wait_read<0>();
+          }
+          __syncwarp();
+          if (t + 1 < total) named_barrier_arrive(Barriers::kDqEmpty0 + wg, kDqThreads);
         }
-        __syncwarp();
-        if (t + 1 < total) named_barrier_arrive(Barriers::kDqEmpty, kDqThreads);
       }
       if (leader) tma_store_wait<0>();  // the additions are done before the CTA leaves
     }
@@ -156,11 +171,11 @@ struct DkdvMainloopSm90Ws {
         fence_async_shared();  // dS^T (st.shared) is read by the dQ wgmma (async proxy)
         named_barrier_sync(Barriers::kDsFull, kConsumerThreads);
         if constexpr (kDqByRows)  // queries 64 wg..: the dS^T tile's 64-column block wg
-          dq_product<kD>(l, s_ds + wg * L::DS::kBlockBytes, 64 * wg, 0, s_q, a_ds, acc_dk);
+          dq_product<kD>(l, wg, t > 0, s_ds + wg * L::DS::kBlockBytes, s_q, a_ds, acc_dk);
         else if (wg == 0)
-          dq_product<kDqCols0>(l, s_ds, 0, 0, s_q, a_ds, acc_dk);
+          dq_product<kDqCols0>(l, 0, t > 0, s_ds, s_q, a_ds, acc_dk);
         else
-          dq_product<kDqCols1>(l, s_ds, 0, kDqCols0, s_q, a_ds, acc_dk);
+          dq_product<kDqCols1>(l, 1, t > 0, s_ds, s_q, a_ds, acc_dk);
       } else {
         dk_product(s_q, a_ds, acc_dk);
       }
@@ -192,17 +207,19 @@ struct DkdvMainloopSm90Ws {
     wgmma_commit();
   }
 
-  // dQ (64 queries from row0 x kCols columns from col0) = dS.K, dS^T (s_ds: its 64-column
-  // block of those queries) and K both [key][.]: MN-major A and B; then dK's product, so that
-  // dQ is staged in fp32 for the writer while dK runs (the dV group issued before and the dQ
-  // group retire at wait<1>). The caller waits for dK.
+  // Warpgroup wg's part of dQ (kCols columns) = dS.K, dS^T (s_ds: its 64-column block of the
+  // part's queries) and K both [key][.]: MN-major A and B; then dK's product, so that dQ is
+  // staged in fp32 for the writer while dK runs (the dV group issued before and the dQ group
+  // retire at wait<1>). `reused`: the boxes held the previous item's part. The caller waits
+  // for dK.
   template <int kCols>
-  static __device__ __forceinline__ void dq_product(const Layout& l, u32 s_ds, int row0, int col0, u32 s_q,
+  static __device__ __forceinline__ void dq_product(const Layout& l, int wg, bool reused, u32 s_ds, u32 s_q,
                                                     u32 (&a_ds)[Split::kMT / 2][4],
                                                     typename Split::Accumulator& acc_dk) {
     using KV = typename Layout::KV;
     using DS = typename Layout::DS;
     float dq[1][kCols / 8][4];
+    const int col0 = kDqCol0(wg);
     const u32 s_k_cols = l.s_k + (col0 / 64) * KV::kBlockBytes + (col0 % 64) * 2;
     wgmma_fence();
 #pragma unroll
@@ -213,18 +230,12 @@ struct DkdvMainloopSm90Ws {
     dk_product(s_q, a_ds, acc_dk);
     wgmma_wait<1>();
     wgmma_fence_operand(dq);
-    // The writer has read the previous item's tile out.
-    named_barrier_sync(Barriers::kDqEmpty, kDqThreads);
-    const int lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
-    const int warp_row0 = row0 + 16 * (((threadIdx.x >> 5) - 4) & 3);  // the warp's 16 queries of the 64
-#pragma unroll
-    for (int nt = 0; nt < kCols / 8; ++nt)
-#pragma unroll
-      for (int hh = 0; hh < 2; ++hh)
-        st_shared_v2_f32(l.s_dq + (warp_row0 + g + 8 * hh) * Layout::kDqRowBytes + 4 * (col0 + 8 * nt + 2 * tq),
-                         dq[0][nt][2 * hh], dq[0][nt][2 * hh + 1]);
-    fence_async_shared();  // the bulk reduction reads the tile through the async proxy
-    named_barrier_arrive(Barriers::kDqFull, kDqThreads);
+    if (reused) named_barrier_sync(Barriers::kDqEmpty0 + wg, kDqThreads);  // the writer read them out
+    const int warp_row0 = 16 * ((threadIdx.x >> 5) & 3);  // the warp's 16 queries of the part's 64
+    stage_dq_fragments<kCols>([&](int j) { return l.dq_box(wg, col0 + kFlashDqBoxCols * j); }, dq[0], warp_row0,
+                              threadIdx.x & 31);
+    fence_async_shared();  // the bulk reductions read the boxes through the async proxy
+    named_barrier_arrive(Barriers::kDqFull0 + wg, kDqThreads);
   }
 };
 

@@ -23,6 +23,7 @@
 #include "bwd/dkdv_producer_sm90.cuh"
 #include "bwd/dkdv_scores.cuh"
 #include "bwd/dq_accum.cuh"
+#include "bwd/dq_staging.cuh"
 #include "pipeline/tma_pipeline.cuh"
 #include "tile/warp_mma.cuh"
 
@@ -63,10 +64,11 @@ struct DkdvMainloopSm90WsSharedScores {
   using Layout = DkdvTmaLayout<DkdvLayout<Cfg, true>, Pipeline>;
   using Producer = DkdvTmaProducer<Cfg, Layout, Pipeline>;  // the kernel's init and load
 
-  // The shared address of dQ box j (32 columns from 128 wg + 32 j, fp32, 128-byte swizzled) of
-  // the item in stage `stage`: over the Q and dO column blocks that only warpgroup wg read.
+  // The shared address of dQ box j (bwd/dq_staging.cuh: columns from 128 wg + 32 j) of the item
+  // in stage `stage`: over the Q and dO column blocks that only warpgroup wg read.
   static __device__ __forceinline__ u32 dq_box(const Layout& l, int stage, int wg, int j) {
     using Q = typename Layout::Q;
+    static_assert(Q::kBlockBytes == kDqBoxBytes, "a 64-column bf16 block of 64 queries holds one box");
     return (j < 2 ? l.s_q(stage) : l.s_do(stage)) + (2 * wg + j % 2) * Q::kBlockBytes;
   }
 
@@ -164,16 +166,7 @@ struct DkdvMainloopSm90WsSharedScores {
       if constexpr (kDq) {  // over this warpgroup's Q and dO blocks: its products of them retired
         wgmma_fence_operand(dq);
         if (t > 0) named_barrier_sync(Barriers::kDqTaken0 + wg, kDqThreads);
-        const int g = lane >> 2, tq = lane & 3;
-#pragma unroll
-        for (int nt = 0; nt < kD / 16; ++nt)
-#pragma unroll
-          for (int hh = 0; hh < 2; ++hh) {
-            const int row = split.warp_row0 + g + 8 * hh;
-            const int chunk = (2 * (nt % 4) + (tq >> 1)) ^ g;  // 128-byte swizzle: row % 8 == g
-            st_shared_v2_f32(dq_box(l, st.index, wg, nt / 4) + row * 128 + chunk * 16 + 8 * (tq & 1), dq[0][nt][2 * hh],
-                             dq[0][nt][2 * hh + 1]);
-          }
+        stage_dq_fragments<kD / 2>([&](int j) { return dq_box(l, st.index, wg, j); }, dq[0], split.warp_row0, lane);
         fence_async_shared();  // the bulk reduction reads the boxes through the async proxy
         named_barrier_arrive(Barriers::kDqFull0 + wg, kDqThreads);
       }

@@ -26,9 +26,10 @@ enum { kFlashMaxSplits = 128 };
 // indexes them has a block_m dividing it).
 enum { kFlashDqRowRounding = 128 };
 
-// The warp-specialised dK/dV kernel stages dQ in rows of head_dim_padded + this many floats
-// (no bank conflicts on the fragment stores); the accumulator's TMA box is that wide.
-enum { kFlashDqStagingPad = 8 };
+// The warp-specialised dK/dV kernels stage dQ for the accumulator's TMA reductions in boxes of
+// this many fp32 columns (128 bytes: 128-byte swizzled, no bank conflicts on the fragment
+// stores) x 64 query rows; the accumulator's map has that box.
+enum { kFlashDqBoxCols = 32, kFlashDqBoxRows = 64 };
 
 struct FlashAttentionParams {
   // Forward inputs/outputs (also read by backward).
@@ -131,8 +132,8 @@ struct FlashAttentionParams {
 
   // The dQ accumulator as a TMA destination (the warp-specialised dK/dV kernel, unless
   // deterministic): dq_accum_rows rows of head_dim_padded floats (the rows accum_row in
-  // attention/offsets.cuh indexes), reduced into in boxes of (head_dim_padded +
-  // kFlashDqStagingPad) x block_m, whose columns past the row are clipped. (Appended.)
+  // attention/offsets.cuh indexes), reduced into in 128-byte swizzled boxes of
+  // kFlashDqBoxCols x kFlashDqBoxRows, whose columns past the row are clipped. (Appended.)
   FlashTensorMap tma_dq_accum;
   long long dq_accum_rows;
 };

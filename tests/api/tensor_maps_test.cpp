@@ -103,13 +103,13 @@ TEST(TensorMapLayouts, Fp16AndPermutedStrides) {
   EXPECT_EQ(m[1].strides, (std::array<cuuint64_t, 3>{2 * 72 * 2, 72 * 2, 0}));
 }
 
-// The warp-specialised dK/dV kernel's dQ accumulator: fp32 rows of the padded head dim,
-// reduced into by boxes as wide as the staging tile's padded rows (the pad is clipped), or at
-// d256 by swizzled boxes of 32 columns.
-TEST(TensorMapLayouts, DqAccumulatorBoxesAreThePaddedStagingRows) {
+// The warp-specialised dK/dV kernels' dQ accumulator: fp32 rows of the padded head dim,
+// reduced into by the staged boxes: 32 columns x 64 queries, 128-byte swizzled, at every head
+// dim and Q tile (the columns of a box past the row are clipped).
+TEST(TensorMapLayouts, DqAccumulatorBoxesAreTheStagedBoxes) {
   KernelSpec s = warp_specialized_spec();
   s.pass = Pass::bwd_dkdv;
-  s.head_dim = 72;  // padded to 80
+  s.head_dim = 72;  // padded to 80: the third box holds 16 columns
   s.block_m = 64;
   s.block_n = 128;
   ASSERT_TRUE(s.warp_specialized());
@@ -121,19 +121,19 @@ TEST(TensorMapLayouts, DqAccumulatorBoxesAreThePaddedStagingRows) {
   EXPECT_STREQ(m.tensor, "dq_accum");
   EXPECT_EQ(m.address, p.dq_accum);
   EXPECT_EQ(m.dtype, CU_TENSOR_MAP_DATA_TYPE_FLOAT32);
-  EXPECT_EQ(m.swizzle, CU_TENSOR_MAP_SWIZZLE_NONE);
+  EXPECT_EQ(m.swizzle, CU_TENSOR_MAP_SWIZZLE_128B);
   EXPECT_EQ(m.dims, (std::array<cuuint64_t, 4>{80, 2048, 1, 1}));
   EXPECT_EQ(m.strides[0], 80u * 4);
-  EXPECT_EQ(m.box, (std::array<cuuint32_t, 4>{80 + kFlashDqStagingPad, 64, 1, 1}));
+  EXPECT_EQ(m.box, (std::array<cuuint32_t, 4>{32, 64, 1, 1}));
 
-  // d64's 128-query tiles: a box of 128 staging rows (the accumulator's rows are rounded to 128).
+  // d64's 128-query tiles: the same boxes, one row block per warpgroup.
   KernelSpec tall = s;
   tall.head_dim = 64;
   tall.block_m = 128;
   ASSERT_TRUE(tall.problems().empty()) << tall.uri();
-  EXPECT_EQ(dq_accum_map_layout(tall, p).box, (std::array<cuuint32_t, 4>{64 + kFlashDqStagingPad, 128, 1, 1}));
+  EXPECT_EQ(dq_accum_map_layout(tall, p).box, (std::array<cuuint32_t, 4>{32, 64, 1, 1}));
 
-  // d256 (shared scores): 128-byte swizzled boxes of 32 columns, staged over the Q and dO tiles.
+  // d256 (shared scores): the same boxes, staged over the Q and dO tiles.
   KernelSpec wide = s;
   wide.head_dim = 256;
   wide.block_n = 64;

@@ -556,6 +556,15 @@ extern "C" __global__ void t(const __grid_constant__ FlashAttentionParams p) {
   flash::DqAccumSm80<Traits, L>::accumulate(p.dq_accum, l, threadIdx.x / 32, threadIdx.x % 32);
 }
 )"},
+      {"bwd/dq_staging.cuh", R"(
+#include "bwd/dq_staging.cuh"
+extern "C" __global__ void t(const __grid_constant__ FlashAttentionParams p) {
+  float dq[8][4];
+  for (int i = 0; i < 8; ++i)
+    for (int j = 0; j < 4; ++j) dq[i][j] = p.softmax_scale * (i + j);
+  flash::stage_dq_fragments<64>([](int j) { return flash::u32(j * flash::kDqBoxBytes); }, dq, 16, threadIdx.x % 32);
+}
+)"},
       {"bwd/dkdv_mainloop_sm90_ws.cuh", dkdv_ws_mainloop_case("DkdvMainloopSm90Ws", kDkdvWs)},
       {"bwd/dkdv_mainloop_sm90_ws_shared_scores.cuh",
        dkdv_ws_mainloop_case("DkdvMainloopSm90WsSharedScores", kDkdvWs256)},
