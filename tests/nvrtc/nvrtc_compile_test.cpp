@@ -187,9 +187,9 @@ TEST(Nvrtc, OptionsCarryTheArchAndTheEnvironmentFlags) {
   EXPECT_EQ(options.extra_flags, (std::vector<std::string>{"-DFLASHGEN_TEST_VALUE=7", "--maxrregcount=64"}));
   // --no-cache exists from NVRTC 12.9 (tests/nvrtc/nvrtc_library_test.cpp checks 12.4's list).
   std::vector<std::string> expected = {"--gpu-architecture=sm_90a", "-std=c++17", "--ptxas-options=-v",
-                                       "-default-device", "--no-cache", "-DFLASHGEN_TEST_VALUE=7",
-                                       "--maxrregcount=64"};
-  if (nvrtc_library().major == 12 && nvrtc_library().minor < 9) expected.erase(expected.begin() + 4);
+                                       "-default-device", "-minimal", "--no-cache",
+                                       "-DFLASHGEN_TEST_VALUE=7", "--maxrregcount=64"};
+  if (nvrtc_library().major == 12 && nvrtc_library().minor < 9) expected.erase(expected.begin() + 5);
   EXPECT_EQ(nvrtc_options(Arch::sm_90a, options), expected);
 
   const std::string source = R"(#if FLASHGEN_TEST_VALUE != 7

@@ -144,7 +144,7 @@ TEST_F(ProcessNvrtc, AFlashgenNvrtcThatLoadsIsTheOneUsed) {
   // NVRTC 12.4 has no --no-cache (12.9 added it, with the driver's compute cache).
   EXPECT_EQ(nvrtc_options(Arch::sm_90a, {}),
             (std::vector<std::string>{"--gpu-architecture=sm_90a", "-std=c++17", "--ptxas-options=-v",
-                                      "-default-device"}));
+                                      "-default-device", "-minimal"}));
   // The stand-in fails every compile: the failure is a compile error, not a crash.
   try {
     compile_source("k", "extern \"C\" __global__ void k() {}", Arch::sm_80);
