@@ -74,9 +74,9 @@ std::vector<std::string> nvrtc_options(Arch arch, const CompileOptions& options)
       "--ptxas-options=-v",  // the resource report (registers, spills, smem) lands in the log
       "-default-device",     // generated helpers need no __device__ annotation
       // No texture/surface types, device-runtime API or device-side launch in the front end
-      // (the kernels use none): 15-30 ms less per compile and byte-identical cubins (54 kernels
-      // of 14 problems, NVRTC 13.0 and 12.9; docs/perf-notes.md, "-minimal"). NVRTC >= 12.4,
-      // the oldest flashgen loads, has it.
+      // (the kernels use none): ~8 ms less front end per compile and byte-identical cubins (54
+      // kernels of 14 problems, NVRTC 13.0 and 12.9; docs/perf-notes.md, "-minimal"). NVRTC
+      // added it in 12.4, the oldest flashgen loads.
       "-minimal",
   };
   // NVRTC >= 12.9 may serve a compile from the driver's compute cache (~/.nv) when a
