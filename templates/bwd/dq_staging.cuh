@@ -1,9 +1,9 @@
 // dQ staged in shared memory for the TMA reductions of the warp-specialised dK/dV kernels:
 // boxes of kFlashDqBoxCols fp32 columns (128 bytes) x kFlashDqBoxRows query rows, the box of
 // the accumulator's map (runtime/tensor_maps.cpp), 128-byte swizzled there and here: 16-byte
-// chunk c of row r lies at chunk c ^ (r % 8), so a warp's fragment stores (8 rows, the same
-// 32 bytes of each) fall on every bank once per 128 bytes: two wavefronts per 8-byte store,
-// the least for 256 bytes, without the padding an unswizzled tile needs.
+// chunk c of row r lies at chunk c ^ (r % 8). An 8-byte store is served a half-warp per
+// wavefront, so each half-warp (4 rows, lanes g = 0..3 of each) must hit 16 distinct 8-byte
+// slots: one wavefront per half-warp, two per store, the least for 256 bytes, with no padding.
 #pragma once
 
 #include "arch/ptx.cuh"
@@ -16,19 +16,35 @@ constexpr int kDqBoxBytes = kFlashDqBoxCols * kFlashDqBoxRows * 4;
 // A warpgroup's dQ C fragments (kCols columns: kCols / 8 fragments per 16-query slice, the
 // slice of warp_row0 (a multiple of 16) in its box rows) into the boxes box(j) of columns
 // 32 j.. from the fragments' first column. box(j) is 1024-byte aligned (the swizzle's period).
+//
+// Why the lanes store different fragments: a fragment's lanes (g, tq) hold columns 2 tq, 2 tq + 1
+// of row g, logical chunk 2 (nt % 4) + tq / 2. Stored fragment by fragment, a half-warp's chunks
+// ^ g cover one group of four chunks twice (tq < 2 and tq >= 2 collide: a 2-way bank conflict,
+// measured as ~270 extra wavefronts per work item of the d128 dK/dV kernel, Nsight Compute).
+// So lanes with tq >= 2 store fragment nt ^ 2 instead (same box): their chunks lie in the other
+// group of four, and each half-warp's 16 stores hit 16 distinct bank pairs.
 template <int kCols, class Box>
 __device__ __forceinline__ void stage_dq_fragments(const Box& box, const float (&dq)[kCols / 8][4], int warp_row0,
                                                    int lane) {
   static_assert(kFlashDqBoxCols == 32 && kFlashDqBoxRows % 16 == 0, "four 8-column fragments per 128-byte box row");
+  constexpr int kFrags = kCols / 8;
   const int g = lane >> 2, tq = lane & 3;
+  const bool upper = tq >= 2;  // this lane's columns lie in the fragment's second 16-byte chunk
 #pragma unroll
-  for (int nt = 0; nt < kCols / 8; ++nt)
+  for (int nt = 0; nt < kFrags; ++nt) {
+    // A box's last fragments may lack their partner (kCols % 32 != 0): stored as they come.
+    constexpr int kPaired = kFrags / 4 * 4;
+    const bool swap = upper && nt < kPaired;
+    const int pair = nt < kPaired ? nt ^ 2 : nt;
+    const int chunk = ((2 * (nt % 4) + (tq >> 1)) ^ (swap ? 4 : 0)) ^ g;  // the stored fragment's columns
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
-      const int row = warp_row0 + g + 8 * hh;             // row % 8 == g
-      const int chunk = (2 * (nt % 4) + (tq >> 1)) ^ g;  // columns 8 nt + 2 tq, 8 nt + 2 tq + 1
-      st_shared_v2_f32(box(nt / 4) + row * 128 + chunk * 16 + 8 * (tq & 1), dq[nt][2 * hh], dq[nt][2 * hh + 1]);
+      const int row = warp_row0 + g + 8 * hh;  // row % 8 == g
+      const float x = swap ? dq[pair][2 * hh] : dq[nt][2 * hh];
+      const float y = swap ? dq[pair][2 * hh + 1] : dq[nt][2 * hh + 1];
+      st_shared_v2_f32(box(nt / 4) + row * 128 + chunk * 16 + 8 * (tq & 1), x, y);
     }
+  }
 }
 
 }  // namespace flash
