@@ -5,9 +5,9 @@
 // P^T and dS^T in registers as the A operands of dV += P^T.dO and dK += dS^T.Q, and (unless
 // deterministic) dS^T through shared memory (double-buffered by item) into dQ = dS.K, staged
 // in fp32 boxes (bwd/dq_staging.cuh) for the dQ writer warp, which adds each warpgroup's part
-// to the fp32 accumulator by TMA reductions (p.tma_dq_accum) as soon as that warpgroup has
-// staged it: no atomics on the consumers, and no wait of one warpgroup for the other at the
-// staging (a shared tile with one handshake for both cost ~10 %: docs/perf-notes.md,
+// to the fp32 accumulator by TMA reductions (p.tma_dq_accum) once that warpgroup has staged it
+// and issued its next item's scores (the hand-over's proxy fence then finds the stores done):
+// no atomics on the consumers, and no wait of one warpgroup for the other at the staging (a shared tile with one handshake for both cost ~10 %: docs/perf-notes.md,
 // "dQ staging per warpgroup"). Q tiles of 64 queries (d64..d128)
 // split dQ's head dim between the warpgroups; Q tiles of 128 (d64, FA3's tile: half the items,
 // so half the per-item barriers, dS^T stores and reductions) split its queries.
@@ -147,6 +147,11 @@ struct DkdvMainloopSm90Ws {
       wgmma_scores_t<Cfg, L>(s[0], l.s_k, 64 * wg, s_q);
       wgmma_scores_t<Cfg, L>(dp[0], l.s_v, 64 * wg, s_do);
       wgmma_commit();
+      // The previous item's dQ part, staged while its dK ran, goes to the writer only now: its
+      // stores have long completed, so the proxy fence costs nothing here, where right after
+      // the staging it stalled the warpgroup (~6 % of the kernel's stall samples at d128).
+      if constexpr (kDq)
+        if (t > 0) hand_over_dq(wg);
       wgmma_wait<0>();
       wgmma_fence_operand(s);
       wgmma_fence_operand(dp);
@@ -187,6 +192,7 @@ struct DkdvMainloopSm90Ws {
       release(l, st);
       st.advance(Cfg::kStages);
     }
+    if constexpr (kDq) hand_over_dq(wg);  // the last item's part
     // The other warpgroup's last dQ product may still read K: the epilogue stages dK over it.
     named_barrier_sync(Barriers::kEpilogue, kConsumerThreads);
   }
@@ -234,6 +240,10 @@ struct DkdvMainloopSm90Ws {
     const int warp_row0 = 16 * ((threadIdx.x >> 5) & 3);  // the warp's 16 queries of the part's 64
     stage_dq_fragments<kCols>([&](int j) { return l.dq_box(wg, col0 + kFlashDqBoxCols * j); }, dq[0], warp_row0,
                               threadIdx.x & 31);
+  }
+
+  // The warpgroup's staged dQ part to the writer warp.
+  static __device__ __forceinline__ void hand_over_dq(int wg) {
     fence_async_shared();  // the bulk reductions read the boxes through the async proxy
     named_barrier_arrive(Barriers::kDqFull0 + wg, kDqThreads);
   }
