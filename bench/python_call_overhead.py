@@ -7,7 +7,6 @@ including the final synchronisation. The split shows where the time goes: the cu
 (torch.library dispatch), the torch.autograd.Function path and the library call underneath.
 """
 import argparse
-import ctypes
 import json
 import pathlib
 import statistics
@@ -53,7 +52,7 @@ def time_parts(q, k, v, options):
         "_outputs (o, lse)": lambda: torch_op._outputs(q),
         "_cached_args (a known signature)": lambda: torch_op._cached_args("forward", (options[:6], True), inputs, None,
                                                                           {"o": o, "lse": lse}),
-        "flashgen_forward (ctypes, the C call)": lambda: lib.flashgen_forward(runtime, ctypes.byref(args), stream),
+        "flashgen_forward (ctypes, the C call)": lambda: lib.flashgen_forward(runtime, args.ref, stream),
     }
     rows = {}
     for name, fn in parts.items():

@@ -10,6 +10,7 @@ run generated kernels on torch.cuda.current_stream(), with no synchronisation.
 """
 import ctypes
 import math
+import threading
 
 import torch
 
@@ -80,34 +81,66 @@ def _views(like, names=None, like_name="q"):
 
 
 # Argument structs per call signature: everything but the data pointers (field names, dtypes,
-# devices, shapes, strides, options, bounds). Built view by view a struct costs ~4 us a tensor,
-# most of a small call's Python time; for a signature seen before, a copy of its struct with the
-# new pointers costs ~2 us. The library validates every call all the same.
-_ARG_STRUCTS = {}
+# devices, shapes, strides, options, bounds), built once (view by view a struct costs ~4 us a
+# tensor, most of a small call's Python time). Each thread keeps its own struct per signature and
+# writes a call's pointers into it through views made once: the library reads the struct only
+# during the call, which releases the GIL, so one struct per thread is never read by two calls at
+# once. The library validates every call all the same.
 _ARG_STRUCTS_MAX = 256
+_threads = threading.local()
+
+
+class _ArgStruct:
+    """A signature's argument struct on this thread: `struct`, the `ref` the C calls take, and a
+    writable view of each present tensor's data pointer (`pointers`, in the call's order)."""
+
+    __slots__ = ("struct", "ref", "pointers")
+
+    def __init__(self, template, names):
+        self.struct = template
+        self.ref = ctypes.byref(template)
+        # A flashgen_tensor's first field is its data pointer; the views keep `template` alive.
+        self.pointers = tuple(ctypes.c_void_p.from_buffer(template, getattr(type(template), name).offset)
+                              for name in names)
+
+
+def _arg_structs():
+    """This thread's signature -> _ArgStruct map."""
+    structs = getattr(_threads, "structs", None)
+    if structs is None:
+        structs = _threads.structs = {}
+    return structs
 
 
 def _cached_args(kind, extra, inputs, build, outputs=None):
-    """A fresh _capi args struct over `inputs` and `outputs` (field name -> tensor, or None for an
-    absent one): a copy of the struct build() made for the same signature, with their data
-    pointers. The signature is kind, extra and the inputs' layouts; outputs are the call's fresh
-    tensors, whose layouts follow from the inputs' (and so from the signature)."""
+    """The _capi args struct of this thread for a call over `inputs` and `outputs` (field name ->
+    tensor, or None for an absent one), holding their data pointers: build() makes it the first time
+    a signature is seen. The signature is kind, extra and the inputs' layouts; outputs are the call's
+    fresh tensors, whose presence and layouts follow from the signature. The struct is valid until
+    this thread's next call of the same signature. Returns the _ArgStruct."""
     key = (kind, extra)
+    pointers = []
     for name, t in inputs.items():  # a loop of concatenations: half a generator's time here
         if t is not None:
-            key += (name, t.dtype, t.device, t.shape, t.stride())
-    template = _ARG_STRUCTS.get(key)
-    if template is None:
-        template = build()
-        if len(_ARG_STRUCTS) >= _ARG_STRUCTS_MAX:
-            _ARG_STRUCTS.clear()
-        _ARG_STRUCTS[key] = template
-    args = type(template).from_buffer_copy(template)  # never the template: callers set more fields
-    for tensors in (inputs, outputs or {}):
-        for name, t in tensors.items():
+            key += (name, t.dtype, t.get_device(), t.shape, t.stride())
+            pointers.append(t.data_ptr())
+    if outputs:
+        for t in outputs.values():
             if t is not None:
-                getattr(args, name).data = t.data_ptr()
-    return args
+                pointers.append(t.data_ptr())
+    structs = _arg_structs()
+    entry = structs.get(key)
+    if entry is None:
+        names = [n for n, t in inputs.items() if t is not None]
+        if outputs:
+            names += [n for n, t in outputs.items() if t is not None]
+        entry = _ArgStruct(build(), names)
+        if len(structs) >= _ARG_STRUCTS_MAX:
+            structs.clear()
+        structs[key] = entry
+    for view, pointer in zip(entry.pointers, pointers):
+        view.value = pointer
+    return entry
 
 
 def _packed_fields(varlen):
@@ -161,8 +194,8 @@ def _stream(t):
     if not t.is_cuda:
         return None
     if _raw_stream is not None:
-        return ctypes.c_void_p(_raw_stream(t.get_device()))
-    return ctypes.c_void_p(torch.cuda.current_stream(t.device).cuda_stream)
+        return _raw_stream(t.get_device())  # an int: ctypes passes it as the c_void_p argument
+    return torch.cuda.current_stream(t.device).cuda_stream
 
 
 def _options(softmax_scale, causal, window_left, window_right, softcap, deterministic):
@@ -242,7 +275,7 @@ def _run_forward(q, k, v, options, prepare_backward, varlen=None, with_lse=True)
     lib = _library.library()
     if prepare_backward and q.is_cuda:
         _prepare_once(lib, args, (q.shape, k.shape, q.dtype, q.device, options, bounds or None))
-    _library.check(lib.flashgen_forward(_library.runtime(), ctypes.byref(args), _stream(q)))
+    _library.check(lib.flashgen_forward(_library.runtime(), args.ref, _stream(q)))
     return o, lse
 
 
@@ -254,7 +287,7 @@ _prepared = set()
 def _prepare_once(lib, args, variant):
     """Starts the compiles of the forward's and the backward's kernels of `variant` (hashable) once."""
     if variant not in _prepared:
-        _library.check(lib.flashgen_prepare(_library.runtime(), ctypes.byref(args), _capi.PASS_BOTH))
+        _library.check(lib.flashgen_prepare(_library.runtime(), args.ref, _capi.PASS_BOTH))
         _prepared.add(variant)
 
 
@@ -331,22 +364,25 @@ def _run_backward(dout, q, k, v, o, lse, options, varlen=None):
     lib = _library.library()
     runtime = _library.runtime()
     workspace = _workspace(lib, runtime, args, q.device)
-    _library.check(lib.flashgen_backward(runtime, ctypes.byref(args), _stream(q)))
+    _library.check(lib.flashgen_backward(runtime, args.ref, _stream(q)))
     del workspace  # freed in stream order by PyTorch's caching allocator
     return dq, dk, dv
 
 
 def _workspace(lib, runtime, args, device):
-    """Backward's device workspace from PyTorch's allocator (not flashgen's own stream-ordered pool)."""
+    """Backward's device workspace from PyTorch's allocator (not flashgen's own stream-ordered pool), set in
+    args (an _ArgStruct: set on every call, since the struct is reused by the signature's next call)."""
+    args.struct.workspace = None
+    args.struct.workspace_bytes = 0
     if device.type != "cuda":
         return None
     size = ctypes.c_size_t(0)
-    _library.check(lib.flashgen_backward_workspace_bytes(runtime, ctypes.byref(args), ctypes.byref(size)))
+    _library.check(lib.flashgen_backward_workspace_bytes(runtime, args.ref, ctypes.byref(size)))
     if size.value == 0:
         return None
     buffer = torch.empty(size.value, dtype=torch.uint8, device=device)
-    args.workspace = buffer.data_ptr()
-    args.workspace_bytes = size.value
+    args.struct.workspace = buffer.data_ptr()
+    args.struct.workspace_bytes = size.value
     return buffer
 
 
@@ -506,7 +542,7 @@ def kv_cache_forward(q, k_cache, v_cache, block_table=None, seqused_k=None, soft
     args = _cached_args("kv_cache_forward", (scale, causal, window_left, window_right, softcap,
                                              varlen and varlen[2], num_splits, bool(return_lse)), tensors, build,
                         {"o": o, "lse": lse})
-    _library.check(_library.library().flashgen_forward(_library.runtime(), ctypes.byref(args), _stream(q)))
+    _library.check(_library.library().flashgen_forward(_library.runtime(), args.ref, _stream(q)))
     return o, lse
 
 
@@ -542,7 +578,7 @@ def kv_append(k, v, k_cache, v_cache, cache_seqlens, block_table=None, rotary_co
                                     q_at_consecutive_positions=q_at_consecutive_positions)
 
     args = _cached_args("kv_append", (bool(rotary_interleaved), bool(q_at_consecutive_positions)), tensors, build)
-    _library.check(_library.library().flashgen_append_kv(_library.runtime(), ctypes.byref(args), _stream(k)))
+    _library.check(_library.library().flashgen_append_kv(_library.runtime(), args.ref, _stream(k)))
     return q_rotated
 
 

@@ -240,24 +240,47 @@ class CpuTest(TorchTestCase):
                               (dout, q.detach(), k.detach(), v.detach(), o, lse, 0.0, True, -1, -1, 0.0, False))
 
     def test_argument_structs_are_reused_per_layout(self):
-        """A call's C argument struct is a copy of the one its signature (layouts, dtypes, options)
-        made first, with the call's pointers: fresh tensors, another layout of the same values and
+        """A call's C argument struct is the one its signature (layouts, dtypes, options) made first on
+        this thread, with the call's pointers written into it: fresh tensors, another layout of the same values and
         other options each give their own exact results, and repeating a call adds no struct."""
         q, k, v = self.qkv(2, 9, 11, 4, 2, 16)
         want = flashgen.attention(q, k, v, causal=True)
-        before = len(torch_op._ARG_STRUCTS)
+        before = len(torch_op._arg_structs())
         for _ in range(3):  # fresh tensors of other values, same signature
             q2, k2, v2 = self.qkv(2, 9, 11, 4, 2, 16)
             exact = standard_attention(*(t.double() for t in (q2, k2, v2)), causal=True)[0]
             error = (flashgen.attention(q2, k2, v2, causal=True).double() - exact).abs().max().item()
             self.assertLess(error, 1e-5)
-        self.assertEqual(len(torch_op._ARG_STRUCTS), before)
+        self.assertEqual(len(torch_op._arg_structs()), before)
         q_strided = q.transpose(1, 2).contiguous().transpose(1, 2)  # same values, (batch, heads, seqlen) order
         self.assertTrue(torch.equal(flashgen.attention(q_strided, k, v, causal=True), want))
-        self.assertEqual(len(torch_op._ARG_STRUCTS), before + 1)
+        self.assertEqual(len(torch_op._arg_structs()), before + 1)
         self.assertFalse(torch.equal(flashgen.attention(q, k, v), want), "causal is part of the signature")
         with self.assertRaisesRegex(TypeError, "k: dtype is torch.float16"):  # checked for a new signature
             flashgen.attention(q, k.half(), v, causal=True)
+
+    def test_threads_calling_one_signature_keep_their_own_pointers(self):
+        """Each thread writes its call's pointers into its own struct: threads running the same
+        signature at once (the C call releases the GIL) each get the attention of their own inputs."""
+        import threading
+
+        inputs = [self.qkv(1, 33, 47, 2, 1, 16) for _ in range(4)]
+        want = [standard_attention(*(t.double() for t in qkv), causal=True)[0] for qkv in inputs]
+        errors = [[] for _ in inputs]
+
+        def worker(i):
+            for _ in range(25):
+                o = flashgen.attention(*inputs[i], causal=True)
+                errors[i].append((o.double() - want[i]).abs().max().item())
+
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(inputs))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for i, e in enumerate(errors):
+            self.assertEqual(len(e), 25)
+            self.assertLess(max(e), 1e-5, f"thread {i}")
 
     def test_inference_runs_the_operator_body_without_dispatch(self):
         """Calls that want no gradient skip the custom operator (its dispatch is most of a small call's
