@@ -85,6 +85,26 @@ FlashAttentionParams base_params(const Problem& p, const PackedSequences& packed
 
 unsigned blocks(std::int64_t n, int tile) { return static_cast<unsigned>((n + tile - 1) / tile); }
 
+// The L2 bytes a section of (head, batch) slices may keep in use while its heaviest tiles run
+// first: two thirds of the H100/H200's 50 MB, FlashAttention-3's budget for the same order.
+constexpr std::int64_t kTileSectionL2Bytes = std::int64_t{32} << 20;
+// Sections pay from this many blocks per slice on (below, a slice's few tiles already mix heavy
+// and light ones in the grid's own order: sections measured 3 % slower at 8 blocks).
+constexpr unsigned kTileSectionMinBlocks = 16;
+
+// FlashAttentionParams::tile_section of the single-tile forward grid of `blocks` query tiles per
+// (query head, batch) slice, each slice's CTAs sharing `slice_bytes` of K and V: under a causal
+// mask or a window the tiles' work differs, and the longest first over L2-sized sections
+// balances the SMs (the grid's own order ends with the last slice's longest tiles). Measured
+// on the H200 (docs/perf-notes.md, "L2 sections"): +3-10 % at 4k causal, within noise at 16k;
+// the dK/dV grid lost 1-7 % with them and keeps its order. Unmasked tiles are equal: 1.
+int tile_section(const Problem& p, unsigned blocks, std::int64_t slice_bytes) {
+  const ProblemKey k = problem_key(p);
+  if ((!k.causal && !k.window) || blocks < kTileSectionMinBlocks) return 1;
+  const std::int64_t slices = std::max<std::int64_t>(p.batch * p.heads_q, 1);
+  return static_cast<int>(std::clamp<std::int64_t>(kTileSectionL2Bytes / std::max<std::int64_t>(slice_bytes, 1), 1, slices));
+}
+
 // Rows of D and of the dQ accumulator: per (batch, head) seqlen_q rounded up; packed, per head
 // the packed rows plus kDqRowRounding per sequence (attention/offsets.cuh, accum_row).
 std::int64_t accum_rows(const Problem& p) {
@@ -198,7 +218,10 @@ std::vector<KernelLaunch> plan_forward(const ForwardArgs& args, const Problem& p
   f.v_stride = strides(args.v);
   f.o_stride = strides(args.o);
   f.num_splits = 1;
+  // A (query head, batch) slice's CTAs share its K and V.
+  f.tile_section = tile_section(p, l.grid[0], 2 * p.seqlen_k * padded_head_dim(p.head_dim) * 2);
   if (fwd.pass != Pass::fwd_splitkv) return {l};
+  f.tile_section = 0;  // the split-KV kernels have their own scheduler
 
   // Decode: grid (query tiles x splits, KV heads, batch); with splits, the parts in the
   // workspace (o_partial, then lse_partial) and the combine over the rows.

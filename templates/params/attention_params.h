@@ -136,6 +136,13 @@ struct FlashAttentionParams {
   // kFlashDqBoxCols x kFlashDqBoxRows, whose columns past the row are clipped. (Appended.)
   FlashTensorMap tma_dq_accum;
   long long dq_accum_rows;
+
+  // The order of a single-tile grid's CTAs (scheduler/single_tile.cuh): with tile_section > 1
+  // the (head, batch) slices go in sections of that many, and within a section every slice's
+  // first block precedes any slice's second, so the heaviest tiles of a causal mask all start
+  // first while a section's shared inputs fit in L2; 0 or 1: the grid's own order, blocks
+  // fastest. Set by the launch plan (runtime/launch_plan.cpp). (Appended.)
+  int tile_section;
 };
 
 #endif
