@@ -96,8 +96,9 @@ constexpr unsigned kTileSectionMinBlocks = 16;
 // (query head, batch) slice, each slice's CTAs sharing `slice_bytes` of K and V: under a causal
 // mask or a window the tiles' work differs, and the longest first over L2-sized sections
 // balances the SMs (the grid's own order ends with the last slice's longest tiles). Measured
-// on the H200 (docs/perf-notes.md, "L2 sections"): +3-10 % at 4k causal, within noise at 16k;
-// the dK/dV grid lost 1-7 % with them and keeps its order. Unmasked tiles are equal: 1.
+// on the H200 (docs/perf-notes.md, "L2 sections"): +3-10 % at 4k causal, within noise at 16k.
+// The dK/dV grid keeps its order (its kernel spilled when it read the section; unmeasured
+// without the spill). Unmasked tiles are equal: 1.
 int tile_section(const Problem& p, unsigned blocks, std::int64_t slice_bytes) {
   const ProblemKey k = problem_key(p);
   if ((!k.causal && !k.window) || blocks < kTileSectionMinBlocks) return 1;

@@ -35,7 +35,7 @@ struct BwdDkdvKernelSm90 {
     if (threadIdx.x == 0) Mainloop::Producer::init(l);
     __syncthreads();  // the only CTA-wide barrier: the producer's idle warps leave after it
 
-    const WorkTile w = Scheduler::first(p);
+    const WorkTile w = Scheduler::first();
     const int h_kv = w.head;
     const typename Cfg::Offsets off(p, w.batch);
     const int n0 = w.block * Cfg::kBlockN;

@@ -1,7 +1,7 @@
 // The CTA order of masked single-tile grids (runtime/launch_plan.cpp, tile_section): causal and
 // windowed forwards of 16 or more query tiles per slice get L2-sized sections of (head, batch)
 // slices, so their heaviest tiles start first (scheduler/single_tile.cuh); unmasked forwards,
-// short rows and the dK/dV grid (slower with sections on the H200) keep the grid's order.
+// short rows and the dK/dV grid (whose kernel reads its tile off the grid) keep the grid's order.
 #include <gtest/gtest.h>
 
 #include <vector>
