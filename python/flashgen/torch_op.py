@@ -99,8 +99,9 @@ class _ArgStruct:
     def __init__(self, template, names):
         self.struct = template
         self.ref = ctypes.byref(template)
-        # A flashgen_tensor's first field is its data pointer; the views keep `template` alive.
-        self.pointers = tuple(ctypes.c_void_p.from_buffer(template, getattr(type(template), name).offset)
+        # Views into the struct's memory (they keep `template` alive): tensor `name`'s data field.
+        data = _capi.Tensor.data.offset
+        self.pointers = tuple(ctypes.c_void_p.from_buffer(template, getattr(type(template), name).offset + data)
                               for name in names)
 
 
