@@ -20,22 +20,27 @@ import flashgen
 from flashgen import _library, flash_attn_interface, torch_op
 
 
-def per_call_us(fn, calls, repeats):
-    """Median over `repeats` loops of `calls` calls: (issue us, wall us) per call."""
-    for _ in range(20):
-        fn()
-    torch.cuda.synchronize()
-    issue, wall = [], []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(calls):
+def per_call_us(fns, calls, repeats):
+    """name -> (issue us, wall us) per call: the median over `repeats` loops of `calls` calls. The
+    entry points take turns loop by loop, so a drift of the host's speed (this machine's moved ~1.5x
+    between sessions, and within one) weighs on all of them alike."""
+    for fn in fns.values():
+        for _ in range(20):
             fn()
-        t1 = time.perf_counter()
-        torch.cuda.synchronize()
-        t2 = time.perf_counter()
-        issue.append((t1 - t0) / calls * 1e6)
-        wall.append((t2 - t0) / calls * 1e6)
-    return statistics.median(issue), statistics.median(wall)
+    torch.cuda.synchronize()
+    issue = {name: [] for name in fns}
+    wall = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            t1 = time.perf_counter()
+            torch.cuda.synchronize()
+            t2 = time.perf_counter()
+            issue[name].append((t1 - t0) / calls * 1e6)
+            wall[name].append((t2 - t0) / calls * 1e6)
+    return {name: (statistics.median(issue[name]), statistics.median(wall[name])) for name in fns}
 
 
 def time_parts(q, k, v, options):
@@ -87,10 +92,13 @@ def main():
     }
     rows = {}
     print(f"{'entry point':32} {'issue us':>9} {'wall us':>9}")
-    for name, fn in calls.items():
-        issue, wall = per_call_us(fn, a.calls, a.repeats)
+    for name, (issue, wall) in per_call_us(calls, a.calls, a.repeats).items():
         rows[name] = {"issue_us": round(issue, 2), "wall_us": round(wall, 2)}
         print(f"{name:32} {issue:9.1f} {wall:9.1f}")
+    # Issue 15's bar: flashgen's eager call at most SDPA's time.
+    ratio = rows["flashgen.attention"]["wall_us"] / rows["sdpa"]["wall_us"]
+    rows["flashgen.attention / sdpa"] = round(ratio, 3)
+    print(f"flashgen.attention / sdpa: {ratio:.3f}")
     if a.parts:
         rows.update(time_parts(q, k, v, options))
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}")
