@@ -2,12 +2,13 @@
 # Everything the GPU machine does, in one call: build, the `gpu` test label
 # (compute-sanitizer on small shapes included), the benchmarks against PyTorch SDPA, and a
 # short table last. Run there from the repo root (carry .deps, staged by
-# bench/stage-deps.sh). Usage: bench/device.sh [quick|full|extra|tests|bench|decode|train|tune|wheel]
+# bench/stage-deps.sh). Usage: bench/device.sh [quick|full|extra|tests|bench|decode|long|train|tune|wheel]
 # (full: tests, autotune of the standard set, D 64/128 grid, long sequences; extra: D 96/256 grid and long sequences, no tests;
 # train: only examples/embed_cpp's GPU step, test_torch.py and examples/train_gpt.py, its table last;
 # tune: the autotune GPU tests and the cold/warm tuning of the standard set; wheel: the carried
 # dist/ manylinux wheel installed in a fresh venv and run on CUDA (no build); decode: only the decode rows
-# (bench/decode.py, also after compare_sdpa.py in every benchmark mode);
+# (bench/decode.py, also after compare_sdpa.py in every benchmark mode); long: only issue 14's long
+# sequences (flashgen, causal, N = 16k, 256k, 2^20, 2^21: a few minutes);
 # env FA4=1 adds FlashAttention-4 to the benchmarks, BENCH_ARGS passes compare_sdpa.py options)
 set -uo pipefail
 mode=${1:-quick}
@@ -69,7 +70,7 @@ if [[ $mode == train ]]; then
 fi
 
 summary=""
-if [[ $mode != bench && $mode != extra && $mode != decode ]]; then
+if [[ $mode != bench && $mode != extra && $mode != decode && $mode != long ]]; then
   echo "== ctest -L gpu =="
   only=()
   [[ $mode == tune ]] && only=(-R Autotune)
@@ -115,7 +116,12 @@ if [[ $mode == quick || $mode == full ]]; then
     --json "$out/bench/flashgen-bench.json" 2>&1 | tee "$out/flashgen-bench.log" | tail -12
 fi
 
-if [[ $mode != tests && $mode != tune ]]; then
+if [[ $mode == long ]]; then
+  echo "== long sequences (issue 14: 256k forward + backward, the forward's rate at 2^20 against 16k, 2^21) =="
+  export FLASHGEN_LIBRARY=$(ls "$root"/build/runtime/libflashgen.so* | head -1) PYTHONPATH=$root/python
+  python3 "$root/bench/long_sequence.py" --seqlens 16384,262144,1048576,2097152 --impls flashgen \
+    --out "$out/bench" 2>&1 | tee "$out/long.log"
+elif [[ $mode != tests && $mode != tune ]]; then
   echo "== benchmarks vs PyTorch SDPA =="
   lib=$(ls "$root"/build/runtime/libflashgen.so* | head -1)
   bench_args=(--out "$out/bench")
