@@ -103,7 +103,8 @@ int tile_section(const Problem& p, unsigned blocks, std::int64_t slice_bytes) {
   const ProblemKey k = problem_key(p);
   if ((!k.causal && !k.window) || blocks < kTileSectionMinBlocks) return 1;
   const std::int64_t slices = std::max<std::int64_t>(p.batch * p.heads_q, 1);
-  return static_cast<int>(std::clamp<std::int64_t>(kTileSectionL2Bytes / std::max<std::int64_t>(slice_bytes, 1), 1, slices));
+  const std::int64_t fit = kTileSectionL2Bytes / std::max<std::int64_t>(slice_bytes, 1);
+  return static_cast<int>(std::clamp<std::int64_t>(fit, 1, slices));
 }
 
 // Rows of D and of the dQ accumulator: per (batch, head) seqlen_q rounded up; packed, per head

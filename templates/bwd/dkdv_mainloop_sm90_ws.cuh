@@ -7,8 +7,9 @@
 // in fp32 boxes (bwd/dq_staging.cuh) for the dQ writer warp, which adds each warpgroup's part
 // to the fp32 accumulator by TMA reductions (p.tma_dq_accum) once that warpgroup has staged it
 // and issued its next item's scores (the hand-over's proxy fence then finds the stores done):
-// no atomics on the consumers, and no wait of one warpgroup for the other at the staging (a shared tile with one handshake for both cost ~10 %: docs/perf-notes.md,
-// "dQ staging per warpgroup"). Q tiles of 64 queries (d64..d128)
+// no atomics on the consumers, and no wait of one warpgroup for the other at the staging (a
+// shared tile with one handshake for both cost ~10 %: docs/perf-notes.md, "dQ staging per
+// warpgroup"). Q tiles of 64 queries (d64..d128)
 // split dQ's head dim between the warpgroups; Q tiles of 128 (d64, FA3's tile: half the items,
 // so half the per-item barriers, dS^T stores and reductions) split its queries.
 // Per item the products go out as dV, dQ, dK (FA3's order): the dQ tile is staged while dK
