@@ -24,6 +24,10 @@ constexpr EnvVar kRegistry[] = {
      "$XDG_CACHE_HOME/flashgen, else ~/.cache/flashgen, else (no HOME) $TMPDIR/flashgen-cache-<uid>",
      "directory of the on-disk kernel cache; created 0700, used only if it is this user's (or root's), "
      "not a symbolic link and not writable by group or others"},
+    {"FLASHGEN_CACHE_READ_DIRS", EnvEffect::neutral, "(unset)",
+     "read-only kernel cache directories (warmed ones: an image's, a shared volume), separated by ':', searched "
+     "for a kernel the cache directory lacks before it is compiled; never written; each used only if it is this "
+     "user's or root's, not a symbolic link and not writable by group or others"},
     {"FLASHGEN_DISABLE_DISK_CACHE", EnvEffect::neutral, "0",
      "1/true/on/yes: keep compiled kernels in memory only (no reads or writes of the cache directory); "
      "0/false/off/no: use it (any case)"},
@@ -108,6 +112,20 @@ std::filesystem::path cache_dir_from_env() {
   // The temp dir is shared by every user: one directory per user, created 0700 (and
   // refused if someone else made it first).
   return std::filesystem::temp_directory_path() / fmt::format("flashgen-cache-{}", ::geteuid());
+}
+
+std::vector<std::filesystem::path> cache_read_dirs_from_env() {
+  std::vector<std::filesystem::path> dirs;
+  if (auto value = env_value("FLASHGEN_CACHE_READ_DIRS")) {
+    std::string_view rest = *value;
+    while (!rest.empty()) {
+      const size_t colon = rest.find(':');
+      const std::string_view dir = rest.substr(0, colon);
+      if (!dir.empty()) dirs.emplace_back(dir);
+      rest = colon == std::string_view::npos ? std::string_view{} : rest.substr(colon + 1);
+    }
+  }
+  return dirs;
 }
 
 std::optional<std::filesystem::path> dump_dir_from_env() {

@@ -57,6 +57,7 @@ struct Slot {
 struct KernelCache::Impl {
   KernelCacheOptions options;
   CacheDirectory disk{{}};
+  std::vector<CacheDirectory> read_dirs;  // trusted ones only (KernelCacheOptions::read_dirs)
   bool disk_enabled = true;
   CompileOptions compile;
   std::string environment;  // cache-invalidating variables, as read at construction
@@ -165,9 +166,14 @@ struct KernelCache::Impl {
   // untrusted: reported once). `state` says which.
   std::optional<CompiledKernel> read_entry(const KernelSpec& spec, const GeneratedSource& src, const Slot& s,
                                            bool& damage_reported, EntryState& state) {
+    return read_entry_in(disk, spec, src, s, damage_reported, state);
+  }
+  std::optional<CompiledKernel> read_entry_in(const CacheDirectory& dir, const KernelSpec& spec,
+                                              const GeneratedSource& src, const Slot& s, bool& damage_reported,
+                                              EntryState& state) {
     CacheEntry entry;
     std::string problem;
-    state = disk.read(s.entry_name, s.key, entry, problem);
+    state = dir.read(s.entry_name, s.key, entry, problem);
     if (state == EntryState::valid) {
       ++disk_hits;
       CompiledKernel k;
@@ -183,7 +189,11 @@ struct KernelCache::Impl {
     }
     if (state != EntryState::missing && !damage_reported) {
       damage_reported = true;
-      if (state == EntryState::corrupt) {
+      if (&dir != &disk) {  // a read-only directory's entry: never repaired, the next place is tried
+        if (state == EntryState::corrupt) ++corrupt_entries;
+        log(LogLevel::warning, fmt::format("read-only kernel cache {}: entry {} is not used ({})", dir.root().string(),
+                                           s.entry_name, problem));
+      } else if (state == EntryState::corrupt) {
         ++corrupt_entries;
         log(LogLevel::warning,
             fmt::format("kernel cache entry {} is damaged ({}): recompiling it", s.entry_name, problem));
@@ -192,6 +202,16 @@ struct KernelCache::Impl {
                                            "is left alone",
                                            s.entry_name, problem));
       }
+    }
+    return std::nullopt;
+  }
+
+  // The kernel from the first read-only directory with a valid entry of it, or nullopt.
+  std::optional<CompiledKernel> from_read_dirs(const KernelSpec& spec, const GeneratedSource& src, const Slot& s) {
+    for (const CacheDirectory& dir : read_dirs) {
+      bool reported = false;
+      EntryState state;
+      if (auto k = read_entry_in(dir, spec, src, s, reported, state)) return k;
     }
     return std::nullopt;
   }
@@ -267,13 +287,22 @@ struct KernelCache::Impl {
     const GeneratedSource src = source_for(spec);
     s.key = key_for(spec, src);
     s.entry_name = entry_name(spec, s.key);
-    if (!disk_enabled || !trusted()) {
+    if (!disk_enabled) {
       s.kernel = compile_now(spec, src, s);
+      return;
+    }
+    if (!trusted()) {
+      auto k = from_read_dirs(spec, src, s);
+      s.kernel = k ? std::move(*k) : compile_now(spec, src, s);
       return;
     }
     bool damage_reported = false;
     EntryState state;
     if (auto k = read_entry(spec, src, s, damage_reported, state)) {
+      s.kernel = std::move(*k);
+      return;
+    }
+    if (auto k = from_read_dirs(spec, src, s)) {  // before the lock: nothing is written for it
       s.kernel = std::move(*k);
       return;
     }
@@ -324,6 +353,15 @@ KernelCache::KernelCache(KernelCacheOptions options) : impl_(std::make_unique<Im
   if (options.dir.empty()) options.dir = cache_dir_from_env();
   m.disk_enabled = options.use_disk && !disk_cache_disabled_by_env();
   m.disk = CacheDirectory(options.dir);
+  if (m.disk_enabled) {
+    for (const std::filesystem::path& dir : options.read_dirs ? *options.read_dirs : cache_read_dirs_from_env()) {
+      CacheDirectory read_dir(dir);
+      if (auto why = read_dir.root_problem())
+        options.log(LogLevel::warning, fmt::format("refusing the read-only kernel {}: not searched", *why));
+      else
+        m.read_dirs.push_back(std::move(read_dir));
+    }
+  }
   m.compile = CompileOptions::from_environment();
   m.environment = cache_invalidating_environment();
   m.dump_dir = dump_dir_from_env();

@@ -55,6 +55,9 @@ using SourceGenerator = std::function<GeneratedSource(const KernelSpec&)>;
 
 struct KernelCacheOptions {
   std::filesystem::path dir;  // empty: FLASHGEN_CACHE_DIR or its default (environment registry)
+  // Read-only cache directories searched, in order, for a kernel `dir` lacks before compiling
+  // it (never written; a refused one is said once and skipped). nullopt: FLASHGEN_CACHE_READ_DIRS.
+  std::optional<std::vector<std::filesystem::path>> read_dirs;
   bool use_disk = true;       // false, or FLASHGEN_DISABLE_DISK_CACHE: memory only
   SourceGenerator generate;   // empty: generate_source
   LogSink log;                // empty: default_log_sink() (stderr, FLASHGEN_LOG_LEVEL)

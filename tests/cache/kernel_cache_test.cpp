@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "runtime/cache_directory.h"
+#include "runtime/environment.h"
 #include "runtime/kernel_cache.h"
 #include "tests/cache/cache_test_support.h"
 #include "tests/cache/tiny_cache.h"
@@ -163,6 +164,94 @@ TEST(KernelCache, BrokenMetaIsRecompiled) {
 
 TEST(KernelCache, MissingCubinIsRecompiled) {
   expect_recompiled_after([](const fs::path& entry) { fs::remove(entry / "kernel.cubin"); });
+}
+
+// A cache over `dir` that also searches the read-only directories `read_dirs`.
+std::unique_ptr<KernelCache> layered_cache(const fs::path& dir, std::vector<fs::path> read_dirs,
+                                           LogCapture* log = nullptr) {
+  KernelCacheOptions options;
+  options.dir = dir;
+  options.read_dirs = std::move(read_dirs);
+  options.generate = [](const KernelSpec& s) { return testing_support::tiny_kernel(s); };
+  options.log = log ? log->sink() : [](LogLevel, const std::string&) {};
+  return std::make_unique<KernelCache>(options);
+}
+
+TEST(KernelCache, ReadDirsServeWhatTheCacheDirLacksAndAreNeverWritten) {
+  ScratchDir scratch;
+  const fs::path warmed = scratch.path() / "warmed", other = scratch.path() / "other", mine = scratch.path() / "mine";
+  unsigned seed;
+  const KernelSpec spec = random_spec(seed);
+  SCOPED_TRACE(fmt::format("seed {}", seed));
+  KernelSpec absent = spec;
+  absent.block_n = spec.block_n == 16 ? 32 : 16;  // another kernel, in no read directory
+  const std::string cubin = tiny_cache(warmed)->get(spec).cubin;
+  const fs::path entry = tiny_cache(warmed)->entry_dir(spec);
+  const auto written = fs::last_write_time(entry / "kernel.cubin");
+
+  // A missing directory first (skipped), then the warmed one.
+  auto cache = layered_cache(mine, {other, warmed});
+  const CompiledKernel& k = cache->get(spec);
+  EXPECT_TRUE(k.from_disk_cache);
+  EXPECT_EQ(k.cubin, cubin);
+  EXPECT_EQ(cache->stats().compiles, 0);
+  EXPECT_EQ(cache->stats().disk_hits, 1);
+  EXPECT_FALSE(fs::exists(cache->entry_dir(spec))) << "a read directory's kernel is not copied";
+  // A kernel no directory holds is compiled into the cache directory, not into a read one.
+  cache->get(absent);
+  EXPECT_EQ(cache->stats().compiles, 1);
+  EXPECT_TRUE(fs::exists(cache->entry_dir(absent) / "kernel.cubin"));
+  EXPECT_FALSE(fs::exists(warmed / cache->entry_dir(absent).filename()));
+  EXPECT_EQ(fs::last_write_time(entry / "kernel.cubin"), written);
+}
+
+TEST(KernelCache, DamagedReadDirEntryIsSkippedNotRepaired) {
+  ScratchDir scratch;
+  const fs::path warmed = scratch.path() / "warmed", mine = scratch.path() / "mine";
+  const KernelSpec spec;
+  const std::string good = tiny_cache(warmed)->get(spec).cubin;
+  const fs::path entry = tiny_cache(warmed)->entry_dir(spec);
+  std::string bad = good;
+  bad[bad.size() / 2] ^= 0x5a;
+  write_bytes(entry / "kernel.cubin", bad);
+
+  LogCapture log;
+  auto cache = layered_cache(mine, {warmed}, &log);
+  const CompiledKernel& k = cache->get(spec);
+  EXPECT_FALSE(k.from_disk_cache);
+  EXPECT_EQ(k.cubin, good);
+  EXPECT_EQ(cache->stats().compiles, 1);
+  EXPECT_EQ(cache->stats().corrupt_entries, 1);
+  ASSERT_EQ(log.warnings().size(), 1u);
+  EXPECT_THAT(log.warnings()[0], HasSubstr("read-only kernel cache " + warmed.string()));
+  EXPECT_EQ(read_bytes(entry / "kernel.cubin"), bad) << "a read directory is never written";
+  EXPECT_TRUE(layered_cache(mine, {})->get(spec).from_disk_cache) << "compiled into the cache directory";
+}
+
+TEST(KernelCache, ReadDirWritableByOthersIsRefused) {
+  ScratchDir scratch;
+  const fs::path warmed = scratch.path() / "warmed", mine = scratch.path() / "mine";
+  const KernelSpec spec;
+  tiny_cache(warmed)->get(spec);
+  fs::permissions(warmed, fs::perms::others_write, fs::perm_options::add);
+  LogCapture log;
+  auto cache = layered_cache(mine, {warmed}, &log);
+  EXPECT_FALSE(cache->get(spec).from_disk_cache);
+  EXPECT_EQ(cache->stats().compiles, 1);
+  ASSERT_EQ(log.warnings().size(), 1u);
+  EXPECT_THAT(log.warnings()[0], HasSubstr("refusing the read-only kernel cache directory " + warmed.string()));
+}
+
+TEST(KernelCache, ReadDirsComeFromTheEnvironment) {
+  ScratchDir scratch;
+  const fs::path warmed = scratch.path() / "warmed";
+  const KernelSpec spec;
+  tiny_cache(warmed)->get(spec);
+  ScopedEnv dirs("FLASHGEN_CACHE_READ_DIRS", "::" + (scratch.path() / "none").string() + ":" + warmed.string() + ":");
+  EXPECT_EQ(cache_read_dirs_from_env(), (std::vector<fs::path>{scratch.path() / "none", warmed}));
+  auto cache = tiny_cache(scratch.path() / "mine");
+  EXPECT_TRUE(cache->get(spec).from_disk_cache);
+  EXPECT_EQ(cache->stats().compiles, 0);
 }
 
 TEST(KernelCache, KeyDependsOnSourceOptionsEnvironmentAndArch) {
