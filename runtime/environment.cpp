@@ -72,6 +72,24 @@ std::span<const EnvVar> environment_variables() { return kRegistry; }
 
 std::optional<std::string> env_value(std::string_view name) { return raw_env(registered(name).name); }
 
+namespace {
+
+// Registered variable `name` split on ':', empty entries dropped; none when unset.
+std::vector<std::string> colon_list_from_env(std::string_view name) {
+  std::vector<std::string> parts;
+  const std::optional<std::string> value = env_value(name);
+  if (!value) return parts;
+  std::size_t start = 0;
+  while (start <= value->size()) {
+    const std::size_t end = std::min(value->find(':', start), value->size());
+    if (end > start) parts.push_back(value->substr(start, end - start));
+    start = end + 1;
+  }
+  return parts;
+}
+
+}  // namespace
+
 std::string cache_invalidating_environment() {
   std::string out;
   for (const EnvVar& v : kRegistry)
@@ -116,15 +134,7 @@ std::filesystem::path cache_dir_from_env() {
 
 std::vector<std::filesystem::path> cache_read_dirs_from_env() {
   std::vector<std::filesystem::path> dirs;
-  if (auto value = env_value("FLASHGEN_CACHE_READ_DIRS")) {
-    std::string_view rest = *value;
-    while (!rest.empty()) {
-      const size_t colon = rest.find(':');
-      const std::string_view dir = rest.substr(0, colon);
-      if (!dir.empty()) dirs.emplace_back(dir);
-      rest = colon == std::string_view::npos ? std::string_view{} : rest.substr(colon + 1);
-    }
-  }
+  for (std::string& dir : colon_list_from_env("FLASHGEN_CACHE_READ_DIRS")) dirs.emplace_back(std::move(dir));
   return dirs;
 }
 
@@ -144,18 +154,7 @@ std::vector<std::string> nvrtc_flags_from_env() {
 
 std::optional<std::string> nvrtc_path_from_env() { return env_value("FLASHGEN_NVRTC"); }
 
-std::vector<std::string> nvrtc_paths_from_env() {
-  std::vector<std::string> paths;
-  const std::optional<std::string> value = env_value("FLASHGEN_NVRTC_PATHS");
-  if (!value) return paths;
-  std::size_t start = 0;
-  while (start <= value->size()) {
-    const std::size_t end = std::min(value->find(':', start), value->size());
-    if (end > start) paths.push_back(value->substr(start, end - start));
-    start = end + 1;
-  }
-  return paths;
-}
+std::vector<std::string> nvrtc_paths_from_env() { return colon_list_from_env("FLASHGEN_NVRTC_PATHS"); }
 
 std::optional<std::string> cuda_toolkit_dir_from_env(std::string_view name) {
   if (name != "CUDA_HOME" && name != "CUDA_PATH")

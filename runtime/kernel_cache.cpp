@@ -164,13 +164,9 @@ struct KernelCache::Impl {
 
   // The verified disk entry as a CompiledKernel, or nullopt (missing; damaged or
   // untrusted: reported once). `state` says which.
-  std::optional<CompiledKernel> read_entry(const KernelSpec& spec, const GeneratedSource& src, const Slot& s,
-                                           bool& damage_reported, EntryState& state) {
-    return read_entry_in(disk, spec, src, s, damage_reported, state);
-  }
-  std::optional<CompiledKernel> read_entry_in(const CacheDirectory& dir, const KernelSpec& spec,
-                                              const GeneratedSource& src, const Slot& s, bool& damage_reported,
-                                              EntryState& state) {
+  std::optional<CompiledKernel> read_entry(const CacheDirectory& dir, const KernelSpec& spec,
+                                           const GeneratedSource& src, const Slot& s, bool& damage_reported,
+                                           EntryState& state) {
     CacheEntry entry;
     std::string problem;
     state = dir.read(s.entry_name, s.key, entry, problem);
@@ -211,7 +207,7 @@ struct KernelCache::Impl {
     for (const CacheDirectory& dir : read_dirs) {
       bool reported = false;
       EntryState state;
-      if (auto k = read_entry_in(dir, spec, src, s, reported, state)) return k;
+      if (auto k = read_entry(dir, spec, src, s, reported, state)) return k;
     }
     return std::nullopt;
   }
@@ -298,7 +294,7 @@ struct KernelCache::Impl {
     }
     bool damage_reported = false;
     EntryState state;
-    if (auto k = read_entry(spec, src, s, damage_reported, state)) {
+    if (auto k = read_entry(disk, spec, src, s, damage_reported, state)) {
       s.kernel = std::move(*k);
       return;
     }
@@ -310,7 +306,7 @@ struct KernelCache::Impl {
     if (state != EntryState::untrusted && writable()) lock = lock_entry(spec, s);
     if (lock) {
       // Whoever held the lock before us may have just written the entry.
-      if (auto k = read_entry(spec, src, s, damage_reported, state)) {
+      if (auto k = read_entry(disk, spec, src, s, damage_reported, state)) {
         s.kernel = std::move(*k);
         return;
       }

@@ -220,10 +220,12 @@ std::vector<KernelLaunch> plan_forward(const ForwardArgs& args, const Problem& p
   f.v_stride = strides(args.v);
   f.o_stride = strides(args.o);
   f.num_splits = 1;
-  // A (query head, batch) slice's CTAs share its K and V.
-  f.tile_section = tile_section(p, l.grid[0], 2 * p.seqlen_k * padded_head_dim(p.head_dim) * 2);
-  if (fwd.pass != Pass::fwd_splitkv) return {l};
-  f.tile_section = 0;  // the split-KV kernels have their own scheduler
+  if (fwd.pass != Pass::fwd_splitkv) {
+    // A (query head, batch) slice's CTAs share its K and V. (The split-KV kernels below have a
+    // scheduler of their own.)
+    f.tile_section = tile_section(p, l.grid[0], 2 * p.seqlen_k * padded_head_dim(p.head_dim) * 2);
+    return {l};
+  }
 
   // Decode: grid (query tiles x splits, KV heads, batch); with splits, the parts in the
   // workspace (o_partial, then lse_partial) and the combine over the rows.

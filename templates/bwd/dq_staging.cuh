@@ -28,12 +28,12 @@ __device__ __forceinline__ void stage_dq_fragments(const Box& box, const float (
                                                    int lane) {
   static_assert(kFlashDqBoxCols == 32 && kFlashDqBoxRows % 16 == 0, "four 8-column fragments per 128-byte box row");
   constexpr int kFrags = kCols / 8;
+  // A box's last fragments may lack their partner (kCols % 32 != 0): stored as they come.
+  constexpr int kPaired = kFrags / 4 * 4;
   const int g = lane >> 2, tq = lane & 3;
   const bool upper = tq >= 2;  // this lane's columns lie in the fragment's second 16-byte chunk
 #pragma unroll
   for (int nt = 0; nt < kFrags; ++nt) {
-    // A box's last fragments may lack their partner (kCols % 32 != 0): stored as they come.
-    constexpr int kPaired = kFrags / 4 * 4;
     const bool swap = upper && nt < kPaired;
     const int pair = nt < kPaired ? nt ^ 2 : nt;
     const int chunk = ((2 * (nt % 4) + (tq >> 1)) ^ (swap ? 4 : 0)) ^ g;  // the stored fragment's columns
