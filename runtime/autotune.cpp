@@ -105,6 +105,7 @@ TuneResult pick_winner(Work& w, const TunerOptions& o) {
   r.heuristic = w.set.candidates.front();
   r.heuristic_ms = w.times.front();
   r.candidates = static_cast<int>(w.times.size());
+  for (size_t c = 0; c < w.times.size(); ++c) r.timings.emplace_back(w.set.candidates[c], w.times[c]);
   size_t chosen = 0;
   for (;;) {
     const size_t best = static_cast<size_t>(std::min_element(w.times.begin(), w.times.end()) - w.times.begin());

@@ -12,6 +12,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "compiler/tuning_candidates.h"
@@ -74,6 +75,9 @@ struct TuneResult {
   int candidates = 0;
   int failed = 0;
   bool cached = false;  // persisted winner of the same set reused, nothing timed
+  // Every candidate timed, in the set's order, with its median (infinity: failed, or given up
+  // on past the race margin). Empty when cached.
+  std::vector<std::pair<Candidate, double>> timings;
 };
 
 // Tunes `keys` (duplicates are tuned once). retune false: keys whose winner is persisted

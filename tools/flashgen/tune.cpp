@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <iostream>
+#include <limits>
 #include <memory>
 
 #include "compiler/tuning_candidates.h"
@@ -30,6 +31,7 @@ struct TuneOptions {
   bool deterministic = false;
   bool full = false;
   bool list = false;
+  bool times = false;
   std::string arch = "sm_90a";
   std::string cache_dir;
 };
@@ -120,6 +122,21 @@ void print_table(const std::vector<TuneResult>& results) {
   }
 }
 
+// --times: every candidate's median under its key, fastest first.
+void print_timings(const std::vector<TuneResult>& results) {
+  for (const TuneResult& r : results) {
+    if (r.cached) continue;
+    std::vector<std::pair<Candidate, double>> sorted = r.timings;
+    std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+    fmt::print("{}\n", r.key.name());
+    for (const auto& [candidate, ms] : sorted)
+      fmt::print("  {:>10} {:>8}  {}{}\n", ms_text(ms),
+                 std::isfinite(ms) && std::isfinite(r.heuristic_ms) ? fmt::format("{:+.1f}%", 100.0 * (r.heuristic_ms / ms - 1.0))
+                                                                   : "-",
+                 tiles(candidate), candidate == r.heuristic ? "  (heuristic)" : "");
+  }
+}
+
 void run_tune(const TuneOptions& o) {
   if (o.list) return list_candidates(o);
   const auto start = std::chrono::steady_clock::now();
@@ -150,11 +167,13 @@ void run_tune(const TuneOptions& o) {
   options.device = device;
   options.log = log;
   options.progress = [view](const TuneProgress& p) { (*view)(p); };
+  if (o.times) options.race_margin = std::numeric_limits<double>::infinity();  // time every candidate in full
   const std::vector<TuneResult> results = autotune(db, keys, o.full, options);
   const auto end = std::chrono::steady_clock::now();
   view->clear();
 
   print_table(results);
+  if (o.times) print_timings(results);
   const auto cached = static_cast<size_t>(
       std::count_if(results.begin(), results.end(), [](const TuneResult& r) { return r.cached; }));
   const double total_s = std::chrono::duration<double>(end - start).count();
@@ -180,6 +199,9 @@ void register_tune(CLI::App& app) {
   cmd->add_flag("--full", o->full, "retune keys that already have a persisted winner");
   cmd->add_option("--device", o->problems.device, "CUDA device ordinal")->capture_default_str();
   cmd->add_option("--cache-dir", o->cache_dir, "kernel cache and autotune.json directory (default: FLASHGEN_CACHE_DIR)");
+  cmd->add_flag("--times", o->times,
+                "time every candidate in full (no early give-up) and print each one's median, fastest first; "
+                "with --full to retime persisted keys");
   cmd->add_flag("--list-candidates", o->list, "print the candidate sets (for --arch) and exit; needs no GPU");
   cmd->add_option("--arch", o->arch, "arch of --list-candidates")->capture_default_str();
   cmd->callback([o] { run_tune(*o); });
