@@ -178,6 +178,8 @@ struct DkdvMainloopSm90Ws {
         named_barrier_sync(Barriers::kDsFull, kConsumerThreads);
         if constexpr (kDqByRows)  // queries 64 wg..: the dS^T tile's 64-column block wg
           dq_product<kD>(l, wg, t > 0, s_ds + wg * L::DS::kBlockBytes, s_q, a_ds, acc_dk);
+        else if constexpr (kDqCols0 == kDqCols1)  // equal halves (d64, d128): one copy of the code
+          dq_product<kDqCols0>(l, wg, t > 0, s_ds, s_q, a_ds, acc_dk);
         else if (wg == 0)
           dq_product<kDqCols0>(l, 0, t > 0, s_ds, s_q, a_ds, acc_dk);
         else
