@@ -2,8 +2,9 @@
 """Same-process-series A/B of kernel variants selected by FLASHGEN_NVRTC_FLAGS (-D macros):
 flashgen backward (and forward) TFLOP/s per variant, one subprocess per variant.
     python3 bench/ab_variants.py --variants "A=-DX=0;B=-DX=1" --dims 64,128 --seqlens 4096,16384
+A variant may also set FLASHGEN_* variables, e.g. "old=FLASHGEN_LIBRARY=/tmp/base/libflashgen.so;new=".
 """
-import argparse, json, os, subprocess, sys, time
+import argparse, json, os, re, subprocess, sys, time
 
 def child(args):
     import torch, triton
@@ -52,7 +53,12 @@ def main():
     results = {}
     for spec in a.variants.split(";"):
         name, flags = spec.split("=", 1)
-        env = dict(os.environ, FLASHGEN_NVRTC_FLAGS=flags)
+        # Words NAME=value with an upper-case FLASHGEN_ name set that variable (e.g. another
+        # build's FLASHGEN_LIBRARY); the other words are the variant's NVRTC flags.
+        words = flags.split()
+        env_words = [w for w in words if re.fullmatch(r"FLASHGEN_[A-Z_]+=.*", w)]
+        env = dict(os.environ, FLASHGEN_NVRTC_FLAGS=" ".join(w for w in words if w not in env_words))
+        env.update(w.split("=", 1) for w in env_words)
         try:
             r = subprocess.run([sys.executable, __file__, "--child"] + sys.argv[1:], env=env, capture_output=True,
                                text=True, timeout=a.timeout)

@@ -40,6 +40,8 @@ std::string spec_struct(const KernelSpec& s) {
   add("bool", "kVecLoad", s.head_dim % 8 == 0 ? "true" : "false",
       "rows are 16-byte aligned: cp.async and 16-byte stores");
   add("bool", "kWgmma", s.uses_wgmma() ? "true" : "false", "Hopper warpgroup products (sm_90a) instead of mma.sync");
+  add("bool", "kOOverV", s.o_staged_over_v() ? "true" : "false",
+      "the persistent forward stages O over its V ring (no room for a tile of its own)");
   out += "};\n";
   return out;
 }

@@ -57,12 +57,17 @@ KernelSpec forward_spec(const ProblemKey& p, Arch arch) {
   const bool short_causal = p.causal && !p.window && seqlen_bucket(p.seqlen_q, p.seqlen_k) <= 1024;
   const long long longest = std::max(p.seqlen_q, p.seqlen_k);  // 0: not known yet (MLIR's dynamic dims)
   const bool very_short_causal = p.causal && !p.window && longest > 0 && longest <= 512;
-  // d64/d128 try the persistent form first (one CTA per SM looping over the tiles; the next
-  // tile's loads hide under this one's last products and epilogue). KernelSpec::problems()
+  // d64/d128/d256 try the persistent form first (one CTA per SM looping over the tiles; the
+  // next tile's loads hide under this one's last products and epilogue). KernelSpec::problems()
   // refuses it under a mask (unequal tiles: they stay one per CTA, where the hardware's launch
-  // order balances them) and where the O staging tile does not fit. Same process as FA4 on the
-  // H200 (2026-12-03): forward +9 % at N = 1k (d128 499 -> 546, d64 403 -> 444 TFLOP/s), +0-2 %
-  // at 4k/16k; `flashgen tune` kept it over the single-tile form at every d64/d128 x 1k/4k/16k key.
+  // order balances them) and where O's staging fits neither apart nor over the V ring. Same
+  // process as FA4 on the H200 (2026-12-03): forward +9 % at N = 1k (d128 499 -> 546, d64 403 ->
+  // 444 TFLOP/s), +0-2 % at 4k/16k; `flashgen tune` kept it over the single-tile form at every
+  // d64/d128 x 1k/4k/16k key, and at d256 by 0.4-4 % (`flashgen tune --times`, 2026-12-04).
+  // d96..d128 unmasked from the 4k bucket: FA3's 128 x 176 (persistent, O staged over the V
+  // ring). H200, 2026-12-04, same series against persistent 128 x 128 with O apart: d128 forward
+  // +6-9 % at 4k, +4-6 % at 16k, but -4-6 % at 1k (six 176-key tiles cover 1,056 keys).
+  const bool wide_keys = !p.causal && !p.window && seqlen_bucket(p.seqlen_q, p.seqlen_k) >= 4096;
   const auto persistent_first = [&](Tiles t) {
     Tiles persistent = t;
     persistent.persistent = true;
@@ -71,9 +76,9 @@ KernelSpec forward_spec(const ProblemKey& p, Arch arch) {
   if (arch == Arch::sm_90a && p.head_dim % 8 == 0) {
     if (d <= 64 && very_short_causal) return first_valid(s, {{64, 64, 4, 2}});
     if (d <= 64) return persistent_first(short_causal ? Tiles{128, 128, 12, 2} : Tiles{192, 128, 16, 2});
-    if (d <= 128) return persistent_first({128, 128, 12, 2});
+    if (d <= 128) return persistent_first(wide_keys ? Tiles{128, 176, 12, 2} : Tiles{128, 128, 12, 2});
     if (d <= 192) return first_valid(s, {{128, 112, 12, 2}});
-    return first_valid(s, {{128, 80, 12, 2}});
+    return persistent_first({128, 80, 12, 2});
   }
   // sm_90a, other head dims: wgmma (KernelSpec::uses_wgmma). Tiles from `flashgen tune` on the H200:
   // - d64 128x64 (two warpgroups, two CTAs per SM) and, under a window or a causal mask below

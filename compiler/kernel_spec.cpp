@@ -125,6 +125,9 @@ std::vector<std::string> KernelSpec::problems() const {
     if (persistent && (causal || window))
       add(out, "persistent: set with a {} mask, expected unmasked tiles (the static scheduler balances equal "
           "tiles only)", causal ? "causal" : "window");
+    if (o_staged_over_v() && block_m > stages * block_n)
+      add(out, "persistent: set with block_m {} > stages x block_n = {} where the O tile does not fit beside the K/V "
+          "rings, expected it to fit over the V ring", block_m, stages * block_n);
   } else if (pass == Pass::fwd || pass == Pass::bwd_dq) {
     // The tensor-core passes split their tile across warps in 16-row slices.
     if (block_m % (16 * warps) != 0)

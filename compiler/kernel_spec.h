@@ -128,6 +128,9 @@ struct KernelSpec : ProblemOptions {
   std::string hash() const;
   // Dynamic shared memory the kernel needs, bytes.
   int shared_memory_bytes() const;
+  // The persistent warp-specialised forward stages O over its V ring instead of in a tile of
+  // its own: where that tile does not fit the arch's shared memory (compiler/shared_memory.cpp).
+  bool o_staged_over_v() const;
 
   bool operator==(const KernelSpec&) const = default;
 };

@@ -1,10 +1,11 @@
 // The warp-specialised forward's epilogue (sm_90a), per consumer warpgroup: O (already
 // divided by l) rounded to 16 bits into the warpgroup's own rows of the staging tile `s_q`
-// (the Q tile, whose last product reading them has retired, or the persistent kernel's O
-// tile), then to global by TMA stores, which clip rows past the sequence end and columns past
-// the head dim; lse = m + log(l) straight from registers. Packed sequences end inside the
-// tensor, where a TMA store would not clip: a warpgroup whose rows the sequence's end cuts
-// stores them with its threads instead.
+// (the Q tile, whose last product reading them has retired, or the persistent kernel's O tile,
+// or the V ring that no warpgroup reads any more), then to global by TMA stores, which clip rows past the
+// sequence end and columns past the head dim; lse = m + log(l) straight from registers.
+// Packed sequences end inside the tensor, where a TMA store would not clip: a warpgroup whose
+// rows the sequence's end cuts stores them with its threads instead. When store() returns to
+// the warpgroup's first thread, the staging rows have been read.
 #pragma once
 
 #include "arch/fence.cuh"
@@ -27,9 +28,10 @@ struct FwdEpilogueSm90 {
     const int lane = threadIdx.x & 31;
     const int q_row0 = 64 * wg;
     const int warp_row0 = q_row0 + 16 * ((threadIdx.x >> 5) & 3);
-    // Persistent: the previous tile's TMA store may still read these rows until the storing
-    // thread's wait (at the end of this function) has returned.
-    if constexpr (Cfg::kPersistent) named_barrier_sync(barrier, 128);
+    // O's own persistent tile: the previous tile's TMA store may still read these rows until
+    // the storing thread's wait (at the end of this function) has returned. (Over the V ring,
+    // the mainloop's barrier over every consumer has waited for that already.)
+    if constexpr (Cfg::kPersistent && !Cfg::kOOverV) named_barrier_sync(barrier, 128);
     store_fragments<typename Cfg::Element, Tile, false>(s_q, o, warp_row0, 0, 1.0f, lane);
     const int g = lane >> 2;
     if (p.lse != nullptr && (lane & 3) == 0) {
@@ -47,6 +49,7 @@ struct FwdEpilogueSm90 {
         // Its 64-row slice of each 64-column block (rows are 128 bytes there).
         store_tile<Tile, 128, Cfg::kHeadDim, Cfg::kVecLoad>(off.o(h, m0 + q_row0), p.o_stride.row, s_q + q_row0 * 128,
                                                             rows_q - q_row0, threadIdx.x & 127);
+        if constexpr (Cfg::kOOverV) named_barrier_sync(barrier, 128);  // every thread has read its rows
         return;
       }
     }

@@ -4,7 +4,7 @@
 // thread issues every load; warpgroups 1..kConsumers compute 64 query rows each with the
 // registers the producer gave up. Every role walks the scheduler's tiles: one per CTA
 // (SingleTileScheduler), or persistent (StaticPersistentScheduler: the mainloop's rings and
-// Q tile carry over, O is staged apart, Cfg::kPersistent).
+// Q tile carry over, O is staged apart or over the V ring, Cfg::kPersistent).
 #pragma once
 
 #include "arch/ptx.cuh"
@@ -62,6 +62,7 @@ struct FwdKernelSm90 {
       ledger.finish(o, p.scale_log2, lse);
       Epilogue::template store<typename Layout::Q>(p, t.off, mainloop.s_o, w.head, t.m0, t.rows_q, o, lse, wg - 1,
                                                    Mainloop::Barriers::kEpilogue + wg - 1);
+      mainloop.release_o((threadIdx.x & 127) == 0);
     }
   }
 

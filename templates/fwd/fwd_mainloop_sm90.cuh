@@ -6,10 +6,13 @@
 // before the P.V of tile j+1, and the softmax of tile j runs while that P.V is in flight.
 // With ping-pong the warpgroups also take turns issuing their products (named barriers),
 // so one's softmax runs under the other's products. Persistent (Cfg::kPersistent), the CTA
-// runs the mainloop once per work tile with its rings' states carried over, O has a staging
-// tile of its own, and each consumer warpgroup frees Q (`q_empty`) as soon as its last
-// product reading it has retired: the next tile's Q loads under this one's last P.V and
-// epilogue.
+// runs the mainloop once per work tile with its rings' states carried over, and each consumer
+// warpgroup frees Q (`q_empty`) as soon as its last product reading it has retired: the next
+// tile's Q and first K load under this one's last P.V and epilogue. O is staged in a tile of
+// its own, or (Cfg::kOOverV, where that tile does not fit: d128 at 128 x 176, d256) over the V
+// ring, FA3's arrangement: mma() then returns once every warpgroup's last P.V has retired, and
+// the producer loads the next tile's first V only when the O store has read the staging
+// (`o_empty`).
 #pragma once
 
 #include "arch/mbarrier.cuh"
@@ -27,12 +30,14 @@
 namespace flash {
 
 // Named barriers of the warp-specialised forward (ids from kNamedBarrierFirstFree): one per
-// consumer warpgroup for ping-pong, one per consumer warpgroup for its epilogue.
+// consumer warpgroup for ping-pong, one per consumer warpgroup for its epilogue, and (O
+// staged over the V ring) one over every consumer: the ring is no longer read.
 template <int kConsumers>
 struct FwdSm90Barriers {
   static constexpr int kScheduler = kNamedBarrierFirstFree;
   static constexpr int kEpilogue = kScheduler + kConsumers;
-  static_assert(kEpilogue + kConsumers <= kNamedBarrierCount, "named barrier ids");
+  static constexpr int kVRingRead = kEpilogue + kConsumers;
+  static_assert(kVRingRead + 1 <= kNamedBarrierCount, "named barrier ids");
 };
 
 template <class Cfg>
@@ -51,20 +56,26 @@ struct FwdMainloopSm90 {
   using Ledger = SoftmaxLedger<1>;
 
   // Shared memory: the Q tile, kStages K tiles, kStages V tiles, (persistent) the O staging
-  // tile, then the mbarriers (Q's, the K ring's, the V ring's, persistent: Q's `empty`). Tiles
-  // are 1024-byte multiples, so each stays aligned. (compiler/shared_memory.cpp: the host's side.)
+  // tile unless O is staged over the V ring, then the mbarriers (Q's, the K ring's, the V
+  // ring's; persistent: Q's `empty`, and O's over the V ring). Without kPersistent O is staged
+  // in Q's tile. Tiles are 1024-byte multiples, so each stays aligned.
+  // (compiler/shared_memory.cpp: the host's side, which also makes the kOOverV choice.)
+  static constexpr bool kOApart = Cfg::kPersistent && !Cfg::kOOverV;
+  static constexpr bool kOOverV = Cfg::kPersistent && Cfg::kOOverV;
   struct Layout {
     using Q = typename Cfg::template Tile<Cfg::kBlockM, Cfg::kHeadDimCols>;
     using KV = typename Cfg::template Tile<Cfg::kBlockN, Cfg::kHeadDimCols>;
     static constexpr int kK = Q::kBytes;
     static constexpr int kV = kK + Cfg::kStages * KV::kBytes;
-    static constexpr int kO = kV + Cfg::kStages * KV::kBytes;  // without kPersistent O is staged in Q's tile
-    static constexpr int kQFull = kO + (Cfg::kPersistent ? Q::kBytes : 0);
+    static constexpr int kO = kOOverV ? kV : kOApart ? kV + Cfg::kStages * KV::kBytes : 0;
+    static constexpr int kQFull = kV + Cfg::kStages * KV::kBytes + (kOApart ? Q::kBytes : 0);
     static constexpr int kKRing = kQFull + 8;
     static constexpr int kVRing = kKRing + Pipeline::kBarrierBytes;
     static constexpr int kQEmpty = kVRing + Pipeline::kBarrierBytes;
-    static constexpr int kBytes = kQEmpty + (Cfg::kPersistent ? 8 : 0);
+    static constexpr int kOEmpty = kQEmpty + 8;
+    static constexpr int kBytes = kQEmpty + (kOOverV ? 16 : Cfg::kPersistent ? 8 : 0);
     static_assert(Q::kBytes % 1024 == 0 && KV::kBytes % 1024 == 0, "tiles keep 1024-byte alignment");
+    static_assert(!kOOverV || Q::kBytes <= Cfg::kStages * KV::kBytes, "O's staging fits the V ring");
   };
 
   // Where a role is in the rings and in the sequence of Q tiles (persistent: across work tiles).
@@ -73,18 +84,21 @@ struct FwdMainloopSm90 {
     u32 q_tiles;  // Q tiles loaded (producer) or consumed (consumers) so far: q_full's and q_empty's parity
   };
 
-  u32 s_q, s_k, s_v, s_o, q_full, q_empty;
+  u32 s_q, s_k, s_v, s_o, q_full, q_empty, o_empty;
   Pipeline k_pipe, v_pipe;
 
   __device__ __forceinline__ explicit FwdMainloopSm90(u32 smem)
       : s_q(smem), s_k(smem + Layout::kK), s_v(smem + Layout::kV),
-        s_o(Cfg::kPersistent ? smem + Layout::kO : smem), q_full(smem + Layout::kQFull),
-        q_empty(smem + Layout::kQEmpty), k_pipe(smem + Layout::kKRing), v_pipe(smem + Layout::kVRing) {}
+        s_o(smem + Layout::kO), q_full(smem + Layout::kQFull), q_empty(smem + Layout::kQEmpty),
+        o_empty(smem + Layout::kOEmpty), k_pipe(smem + Layout::kKRing), v_pipe(smem + Layout::kVRing) {}
 
   // By one thread, before the CTA barrier that precedes the role split.
   __device__ __forceinline__ void init() const {
     mbarrier_init(q_full, 1);
-    if constexpr (Cfg::kPersistent) mbarrier_init(q_empty, kConsumers);  // one release per warpgroup
+    if constexpr (Cfg::kPersistent) {  // one release per warpgroup
+      mbarrier_init(q_empty, kConsumers);
+      if constexpr (kOOverV) mbarrier_init(o_empty, kConsumers);
+    }
     k_pipe.init();
     v_pipe.init();
     fence_mbarrier_init();
@@ -99,12 +113,15 @@ struct FwdMainloopSm90 {
   }
 
   // Q rows m0.. of head h (once the consumers have freed the previous Q tile), then the key
-  // tiles n_end-1 down to n_begin of head h_kv.
+  // tiles n_end-1 down to n_begin of head h_kv; O staged over the V ring, the first V once
+  // the previous tile's O has left it.
   __device__ __forceinline__ void load(const FlashAttentionParams& p, const typename Cfg::Offsets& off, int h, int h_kv,
                                        int m0, int n_begin, int n_end, RoleState& st) const {
     const int batch = off.tma_batch();
-    // The first wait (parity 1 on a fresh barrier) returns at once.
-    if constexpr (Cfg::kPersistent) mbarrier_wait(q_empty, (st.q_tiles & 1u) ^ 1u);
+    // Each tile waits once on each `empty` barrier; the first (parity 1 on a fresh barrier)
+    // returns at once.
+    const u32 previous_parity = (st.q_tiles & 1u) ^ 1u;
+    if constexpr (Cfg::kPersistent) mbarrier_wait(q_empty, previous_parity);
     ++st.q_tiles;
     mbarrier_arrive_expect_tx(q_full, Layout::Q::kBytes);
 #pragma unroll
@@ -112,9 +129,11 @@ struct FwdMainloopSm90 {
       tma_load_4d(s_q + cb * Layout::Q::kBlockBytes, &p.tma_q, q_full, 64 * cb, off.tma_q_row(m0), h, batch);
     PipelineState& k_st = st.k;
     PipelineState& v_st = st.v;
-    for (int n = n_end - 1; n >= n_begin; --n) {
+    if (n_begin < n_end) load_kv(p.tma_k, k_pipe, k_st, s_k, off, h_kv, n_end - 1);
+    if constexpr (kOOverV) mbarrier_wait(o_empty, previous_parity);  // also for a tile without keys
+    for (int n = n_end - 2; n >= n_begin; --n) {
       load_kv(p.tma_k, k_pipe, k_st, s_k, off, h_kv, n);
-      if (n + 1 < n_end) load_kv(p.tma_v, v_pipe, v_st, s_v, off, h_kv, n + 1);
+      load_kv(p.tma_v, v_pipe, v_st, s_v, off, h_kv, n + 1);
     }
     if (n_begin < n_end) load_kv(p.tma_v, v_pipe, v_st, s_v, off, h_kv, n_begin);
   }
@@ -126,6 +145,7 @@ struct FwdMainloopSm90 {
 
   // Folds the key tiles n_end-1 .. n_begin into o and the ledger for the warpgroup's rows
   // (q_row0 of the tile whose first query is m0). o must be zero; it is left unnormalised.
+  // With O staged over the V ring, it returns once no warpgroup reads the ring any more.
   template <class Vis>
   __device__ __forceinline__ void mma(const FlashAttentionParams& p, const Vis& vis, int m0, int rows_q, int n_begin,
                                       int n_end, int wg, Accumulator& o, Ledger& ledger, RoleState& st) const {
@@ -139,6 +159,7 @@ struct FwdMainloopSm90 {
     ++st.q_tiles;
     if (n_begin >= n_end) {
       release_q(leader);
+      v_ring_read();
       return;
     }
     if constexpr (kPingPong)  // the last warpgroup lets the first one start
@@ -207,9 +228,24 @@ struct FwdMainloopSm90 {
     wgmma_fence_operand(pa);
     v_pipe.consumer_release(v_st, leader);
     v_st.advance(Cfg::kStages);  // persistent: the next tile's V starts at the next stage
+    v_ring_read();
+  }
+
+  // O staged over the V ring, by the warpgroup's storing thread once its O store has read the
+  // staging rows: the producer may load V over them.
+  __device__ __forceinline__ void release_o(bool leader) const {
+    if constexpr (kOOverV)
+      if (leader) mbarrier_arrive(o_empty);
   }
 
  private:
+  // O staged over the V ring: every consumer warpgroup's products reading the ring have
+  // retired, and every storing thread's previous O store has read the staging (it arrives
+  // after its wait).
+  static __device__ __forceinline__ void v_ring_read() {
+    if constexpr (kOOverV) named_barrier_sync(Barriers::kVRingRead, 128 * kConsumers);
+  }
+
   // Persistent: the warpgroup is done with Q (its products reading it have retired; the
   // epilogue stages O elsewhere), so the producer may load the next tile's.
   __device__ __forceinline__ void release_q(bool leader) const {

@@ -1,9 +1,10 @@
 // The persistent forward's launch (runtime/launch_plan.cpp, plan_forward): the selection picks
-// it for unmasked sm_90a tiles at d64/d128, and its plan launches min(tiles, SMs) CTAs in one
+// it for unmasked sm_90a tiles at d64..d128 and d256, and its plan launches min(tiles, SMs) CTAs in one
 // dimension (scheduler/persistent.cuh walks the tiles); masked tiles keep one CTA per tile.
 #include <gtest/gtest.h>
 
 #include <array>
+#include <string>
 #include <vector>
 
 #include "compiler/kernel_selection.h"
@@ -38,15 +39,42 @@ TEST(PersistentPlan, UnmaskedTilesRunOnAtMostOneCtaPerSm) {
   EXPECT_EQ(grid(empty, 132)[0], 0u);  // nothing to launch
 }
 
+// O's staging: a tile of its own where it fits beside Q and the K/V rings (d128 at 128 x 128,
+// the 1k bucket), over the V ring where it does not (d128's 128 x 176 from 4k, d256).
+TEST(PersistentPlan, OIsStagedApartWhereItFitsElseOverTheVRing) {
+  const KernelSpec short_rows = select_forward_kernels(problem_key(prefill(16, 1024, 16, 128, false)), Arch::sm_90a).at(0);
+  EXPECT_TRUE(short_rows.persistent);
+  EXPECT_EQ(short_rows.block_n, 128);
+  EXPECT_FALSE(short_rows.o_staged_over_v());
+  for (const Problem& p : {prefill(4, 4096, 16, 128, false), prefill(1, 16384, 8, 256, false)}) {
+    const KernelSpec s = select_forward_kernels(problem_key(p), Arch::sm_90a).at(0);
+    EXPECT_TRUE(s.persistent) << s.uri();
+    EXPECT_TRUE(s.o_staged_over_v()) << s.uri();
+    EXPECT_EQ(s.block_n, p.head_dim == 128 ? 176 : 80) << s.uri();
+    EXPECT_LE(s.shared_memory_bytes(), max_shared_memory(Arch::sm_90a)) << s.uri();
+    // Apart, O's tile (bf16, block_m x head_dim) and Q's `empty` would replace the two `empty` barriers.
+    EXPECT_GT(s.shared_memory_bytes() - 16 + 8 + s.block_m * p.head_dim * 2, max_shared_memory(Arch::sm_90a)) << s.uri();
+  }
+  KernelSpec single = select_forward_kernels(problem_key(prefill(4, 4096, 16, 128, true)), Arch::sm_90a).at(0);
+  EXPECT_FALSE(single.persistent);  // causal: one tile per CTA, O staged in Q's tile
+  EXPECT_FALSE(single.o_staged_over_v());
+}
+
 TEST(PersistentPlan, MaskedAndWideTilesKeepOneCtaPerTile) {
   const Problem causal = prefill(4, 4096, 16, 128, true);
   EXPECT_FALSE(select_forward_kernels(problem_key(causal), Arch::sm_90a).at(0).persistent);
   EXPECT_EQ(grid(causal, 132), (std::array<unsigned, 3>{32, 16, 4}));
-  const Problem d256 = prefill(2, 2048, 8, 256, false);  // its O tile does not fit beside the ring
-  EXPECT_FALSE(select_forward_kernels(problem_key(d256), Arch::sm_90a).at(0).persistent);
+  // d256's 128x80 tiles fit persistent with O over the V ring; one stage of 112 keys is too small
+  // a ring for the 128 rows of O (and O's own tile does not fit beside it).
+  const Problem d256 = prefill(2, 2048, 8, 256, false);
+  EXPECT_TRUE(select_forward_kernels(problem_key(d256), Arch::sm_90a).at(0).persistent);
   KernelSpec s = select_forward_kernels(problem_key(d256), Arch::sm_90a).at(0);
-  s.persistent = true;
-  EXPECT_FALSE(s.problems().empty());
+  s.block_n = 112;
+  s.stages = 1;
+  ASSERT_TRUE(s.o_staged_over_v());
+  const std::vector<std::string> problems = s.problems();
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("expected it to fit over the V ring"), std::string::npos) << problems[0];
 }
 
 }  // namespace

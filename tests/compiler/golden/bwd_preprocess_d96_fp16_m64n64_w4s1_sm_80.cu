@@ -26,6 +26,7 @@ struct Spec {
   static constexpr int kHeadDimPadded = 96;  // the width tiles are compiled for (a multiple of 16, at least 32)
   static constexpr bool kVecLoad = true;  // rows are 16-byte aligned: cp.async and 16-byte stores
   static constexpr bool kWgmma = false;  // Hopper warpgroup products (sm_90a) instead of mma.sync
+  static constexpr bool kOOverV = false;  // the persistent forward stages O over its V ring (no room for a tile of its own)
 };
 
 using Traits = flash::KernelTraits<Spec>;
