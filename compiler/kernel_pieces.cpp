@@ -10,6 +10,10 @@ DkdvMainloop dkdv_mainloop(const KernelSpec& s) {
   return s.padded_head_dim() == 256 ? DkdvMainloop::sm90_shared_scores : DkdvMainloop::sm90;
 }
 
+bool dkdv_section_grid(const KernelSpec& s) {
+  return s.pass == Pass::bwd_dkdv && s.warp_specialized() && (s.causal || s.window);
+}
+
 KernelPieces kernel_pieces(const KernelSpec& s) {
   switch (s.pass) {
     case Pass::fwd:  // heaviest (last, under a causal mask) query tiles first
@@ -39,9 +43,12 @@ KernelPieces kernel_pieces(const KernelSpec& s) {
           {"bwd/dkdv_mainloop_sm90_ws_shared_scores.cuh", "flash::DkdvMainloopSm90WsSharedScores<Traits>"},
       };
       const Mainloop& m = kMainloops[static_cast<int>(dkdv_mainloop(s))];
+      if (dkdv_section_grid(s))
+        return {{"bwd/bwd_dkdv_kernel_sm90.cuh", m.header, "scheduler/section_grid.cuh"},
+                std::string("flash::BwdDkdvKernelSm90<Traits, ") + m.type + ", flash::SectionGridScheduler>"};
       if (s.warp_specialized())  // the producer / consumer kernel, its epilogue on the consumer threads
         return {{"bwd/bwd_dkdv_kernel_sm90.cuh", m.header},
-                std::string("flash::BwdDkdvKernelSm90<Traits, ") + m.type + ", flash::SingleTileScheduler<false>>"};
+                std::string("flash::BwdDkdvKernelSm90<Traits, ") + m.type + ", flash::SingleTileScheduler<false, false>>"};
       return {{"bwd/bwd_dkdv_kernel.cuh", m.header},
               std::string("flash::BwdDkdvKernel<Traits, ") + m.type +
                   ", flash::SingleTileScheduler<false>, flash::DkdvEpilogue<Traits>>"};

@@ -26,4 +26,8 @@ struct KernelPieces {
 };
 KernelPieces kernel_pieces(const KernelSpec& spec);
 
+// The warp-specialised dK/dV kernel under a mask walks the block-major section grid
+// (scheduler/section_grid.cuh, the heaviest key blocks first); the launch plan shapes its grid.
+bool dkdv_section_grid(const KernelSpec& spec);
+
 }  // namespace flashgen

@@ -1,5 +1,6 @@
 #include "runtime/launch_plan.h"
 
+#include "compiler/kernel_pieces.h"
 #include "compiler/kernel_selection.h"
 
 #include <algorithm>
@@ -97,14 +98,30 @@ constexpr unsigned kTileSectionMinBlocks = 16;
 // mask or a window the tiles' work differs, and the longest first over L2-sized sections
 // balances the SMs (the grid's own order ends with the last slice's longest tiles). Measured
 // on the H200 (docs/perf-notes.md, "L2 sections"): +3-10 % at 4k causal, within noise at 16k.
-// The dK/dV grid keeps its order (its kernel spilled when it read the section; unmeasured
-// without the spill). Unmasked tiles are equal: 1.
+// The masked warp-specialised dK/dV kernel gets the same order from its grid's shape
+// (dkdv_grid). Unmasked tiles are equal: 1.
 int tile_section(const Problem& p, unsigned blocks, std::int64_t slice_bytes) {
   const ProblemKey k = problem_key(p);
   if ((!k.causal && !k.window) || blocks < kTileSectionMinBlocks) return 1;
   const std::int64_t slices = std::max<std::int64_t>(p.batch * p.heads_q, 1);
   const std::int64_t fit = kTileSectionL2Bytes / std::max<std::int64_t>(slice_bytes, 1);
   return static_cast<int>(std::clamp<std::int64_t>(fit, 1, slices));
+}
+
+// The dK/dV grid. Masked and warp-specialised (dkdv_section_grid): (slices per section, key
+// blocks, sections), the order of scheduler/section_grid.cuh, sections sized like the
+// forward's by the slices' Q, dO (16-bit) and dQ accumulator (fp32) rows, at most 65,535 of
+// them (gridDim.z's limit). Else (key blocks, key/value heads, batch).
+std::array<unsigned, 3> dkdv_grid(const Problem& p, const KernelSpec& s) {
+  const unsigned key_blocks = blocks(p.seqlen_k, s.block_n);
+  const unsigned heads_kv = static_cast<unsigned>(p.heads_kv), b = static_cast<unsigned>(p.batch);
+  if (!dkdv_section_grid(s)) return {key_blocks, heads_kv, b};
+  const std::int64_t slices = std::max<std::int64_t>(p.heads_kv * p.batch, 1);
+  const std::int64_t slice_bytes = p.seqlen_q * (p.heads_q / std::max<std::int64_t>(p.heads_kv, 1)) *
+                                   padded_head_dim(p.head_dim) * (2 + 2 + 4);
+  std::int64_t section = std::min<std::int64_t>(tile_section(p, key_blocks, slice_bytes), slices);
+  section = std::max(section, (slices + 65534) / 65535);
+  return {static_cast<unsigned>(section), key_blocks, static_cast<unsigned>((slices + section - 1) / section)};
 }
 
 // Rows of D and of the dQ accumulator: per (batch, head) seqlen_q rounded up; packed, per head
@@ -286,7 +303,7 @@ std::vector<KernelLaunch> plan_backward(const BackwardArgs& args, const Problem&
       case Pass::bwd_preprocess:
       case Pass::bwd_dq_convert: out.push_back({s, {blocks(rows, s.block_m), hq, b}, f}); break;
       case Pass::bwd_dkdv:
-        out.push_back({s, {blocks(p.seqlen_k, s.block_n), static_cast<unsigned>(p.heads_kv), b}, f});
+        out.push_back({s, dkdv_grid(p, s), f});
         break;
       case Pass::bwd_dq: out.push_back({s, {blocks(p.seqlen_q, s.block_m), hq, b}, f}); break;
       case Pass::fwd:

@@ -19,7 +19,7 @@
 
 namespace flash {
 
-template <class Cfg, class Mainloop, class Scheduler = SingleTileScheduler<false>,
+template <class Cfg, class Mainloop, class Scheduler = SingleTileScheduler<false, false>,
           class Epilogue = DkdvEpilogue<Cfg, StoreGroup<Mainloop::kConsumerThreads, Mainloop::Barriers::kEpilogue>>>
 struct BwdDkdvKernelSm90 {
   using Layout = typename Mainloop::Layout;
@@ -35,7 +35,8 @@ struct BwdDkdvKernelSm90 {
     if (threadIdx.x == 0) Mainloop::Producer::init(l);
     __syncthreads();  // the only CTA-wide barrier: the producer's idle warps leave after it
 
-    const WorkTile w = Scheduler::first();
+    const WorkTile w = Scheduler::first(p);
+    if (!w.valid) return;  // the section grid's last section may be short: the whole CTA
     const int h_kv = w.head;
     const typename Cfg::Offsets off(p, w.batch);
     const int n0 = w.block * Cfg::kBlockN;

@@ -17,14 +17,15 @@ struct WorkTile {
 // kReverse: blocks in reverse order, so that the heaviest tiles of a causal mask (the last
 // query blocks) start first. Given the parameter block, the CTAs take the tiles in
 // p.tile_section's order (params/attention_params.h): longest-processing-time first across
-// the slices of an L2-sized section, the order FlashAttention-3 schedules causal tiles in.
-template <bool kReverse>
+// the slices of an L2-sized section, the order FlashAttention-3 schedules causal tiles in;
+// without kSections first(p) is first() (a kernel whose registers cannot hold the decoded tile).
+template <bool kReverse, bool kSections = true>
 struct SingleTileScheduler {
   static __device__ __forceinline__ WorkTile first() {
     return tile(blockIdx.x, blockIdx.y, blockIdx.z);
   }
   static __device__ __forceinline__ WorkTile first(const FlashAttentionParams& p) {
-    if (p.tile_section <= 1) return first();
+    if (!kSections || p.tile_section <= 1) return first();
     // The CTA's launch rank (x fastest), cut in sections of blocks x section slices; in a
     // section, rank r is block r / slices of slice r % slices.
     const unsigned blocks = gridDim.x, heads = gridDim.y, slices = gridDim.y * gridDim.z;

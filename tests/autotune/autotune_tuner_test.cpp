@@ -130,6 +130,11 @@ TEST(Autotune, PicksTheFastestCandidateAndPersistsIt) {
     EXPECT_EQ(r.winner, set.candidates[fastest(timer, keys[i])]);
     EXPECT_DOUBLE_EQ(r.winner_ms, timer.time_of(keys[i], r.winner));
     EXPECT_DOUBLE_EQ(r.heuristic_ms, timer.time_of(keys[i], set.candidates[0]));
+    ASSERT_EQ(r.timings.size(), set.candidates.size());  // `flashgen tune --times` lists these
+    for (size_t c = 0; c < set.candidates.size(); ++c) {
+      EXPECT_EQ(r.timings[c].first, set.candidates[c]);
+      EXPECT_DOUBLE_EQ(r.timings[c].second, timer.time_of(keys[i], set.candidates[c]));
+    }
     const auto stored = TuningDb(dir.path(), nullptr).find(profile().identity, keys[i], set.hash);
     ASSERT_TRUE(stored);
     EXPECT_EQ(stored->kernels, r.winner);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "sm80_emulator.h"
+#include "scheduler/section_grid.cuh"
 #include "scheduler/single_tile.cuh"
 
 namespace {
@@ -87,3 +88,48 @@ TEST(SingleTileScheduler, NoSectionIsTheGridOrderAndReverseFlipsBlocks) {
 }
 
 }  // namespace
+
+// The dK/dV section grid (templates/scheduler/section_grid.cuh), launched as the plan shapes it
+// ((slices per section, blocks, sections), the last section possibly short): every tile once,
+// the extra CTAs of a short section invalid, and in launch order each section's slices block by
+// block.
+TEST(SectionGridScheduler, EveryTileOnceBlockByBlockWithinSections) {
+  for (int blocks : {1, 4})
+    for (int heads : {1, 3})
+      for (int batches : {1, 5})
+        for (int section : {1, 2, 4, 15}) {
+          SCOPED_TRACE(testing::Message() << blocks << " blocks, " << heads << " heads, " << batches
+                                          << " batches, section " << section);
+          FlashAttentionParams p{};
+          p.heads_kv = heads;
+          p.batch = batches;
+          const int slices = heads * batches;
+          const unsigned sections = static_cast<unsigned>((slices + section - 1) / section);
+          gridDim = {static_cast<unsigned>(section), static_cast<unsigned>(blocks), sections};
+          std::set<std::tuple<int, int, int>> seen;
+          int last_section = 0, last_block = 0, invalid = 0;
+          for (unsigned z = 0; z < sections; ++z)
+            for (unsigned y = 0; y < static_cast<unsigned>(blocks); ++y)
+              for (unsigned x = 0; x < static_cast<unsigned>(section); ++x) {
+                blockIdx = {x, y, z};
+                const flash::WorkTile w = flash::SectionGridScheduler::first(p);
+                if (!w.valid) {
+                  ++invalid;
+                  continue;
+                }
+                ASSERT_LT(w.head, heads);
+                ASSERT_LT(w.batch, batches);
+                ASSERT_LT(w.block, blocks);
+                seen.insert({w.block, w.head, w.batch});
+                const int sec = (w.head + heads * w.batch) / section;
+                ASSERT_GE(sec, last_section);
+                if (sec == last_section) {
+                  ASSERT_GE(w.block, last_block);
+                }
+                last_section = sec;
+                last_block = w.block;
+              }
+          EXPECT_EQ(seen.size(), static_cast<size_t>(blocks * slices)) << "a tile missed or taken twice";
+          EXPECT_EQ(invalid, static_cast<int>(sections * section - slices) * blocks);
+        }
+}
