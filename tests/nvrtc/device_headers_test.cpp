@@ -433,6 +433,12 @@ extern "C" __global__ void t(const __grid_constant__ FlashAttentionParams p, int
     out[w.m_block + w.split + w.head_kv + w.batch] = 1;
 }
 )"},
+      {"scheduler/section_grid.cuh", R"(
+extern "C" __global__ void t(const __grid_constant__ FlashAttentionParams p, int* out) {
+  const flash::WorkTile w = flash::SectionGridScheduler::first(p);
+  if (w.valid) out[w.block + w.head + w.batch] = 1;
+}
+)"},
       {"scheduler/persistent.cuh", R"(
 extern "C" __global__ void t(const __grid_constant__ FlashAttentionParams p, int* out) {
   using S = flash::StaticPersistentScheduler<128>;
