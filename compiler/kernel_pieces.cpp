@@ -43,12 +43,14 @@ KernelPieces kernel_pieces(const KernelSpec& s) {
           {"bwd/dkdv_mainloop_sm90_ws_shared_scores.cuh", "flash::DkdvMainloopSm90WsSharedScores<Traits>"},
       };
       const Mainloop& m = kMainloops[static_cast<int>(dkdv_mainloop(s))];
-      if (dkdv_section_grid(s))
-        return {{"bwd/bwd_dkdv_kernel_sm90.cuh", m.header, "scheduler/section_grid.cuh"},
-                std::string("flash::BwdDkdvKernelSm90<Traits, ") + m.type + ", flash::SectionGridScheduler>"};
-      if (s.warp_specialized())  // the producer / consumer kernel, its epilogue on the consumer threads
-        return {{"bwd/bwd_dkdv_kernel_sm90.cuh", m.header},
-                std::string("flash::BwdDkdvKernelSm90<Traits, ") + m.type + ", flash::SingleTileScheduler<false, false>>"};
+      if (s.warp_specialized()) {  // the producer / consumer kernel, its epilogue on the consumer threads
+        const bool sections = dkdv_section_grid(s);
+        KernelPieces ws{{"bwd/bwd_dkdv_kernel_sm90.cuh", m.header},
+                        std::string("flash::BwdDkdvKernelSm90<Traits, ") + m.type + ", " +
+                            (sections ? "flash::SectionGridScheduler>" : "flash::SingleTileScheduler<false, false>>")};
+        if (sections) ws.headers.push_back("scheduler/section_grid.cuh");
+        return ws;
+      }
       return {{"bwd/bwd_dkdv_kernel.cuh", m.header},
               std::string("flash::BwdDkdvKernel<Traits, ") + m.type +
                   ", flash::SingleTileScheduler<false>, flash::DkdvEpilogue<Traits>>"};

@@ -18,26 +18,32 @@ int tile_bytes(int rows, int cols) {
   return rows * (swizzled ? cols : cols + 8) * 2;
 }
 
+// Head-dim tiles are kHeadDimCols wide (params/kernel_traits.cuh): wgmma tiles are whole
+// 64-column blocks.
+int head_dim_cols(const KernelSpec& s) {
+  return s.uses_wgmma() ? (s.padded_head_dim() + 63) / 64 * 64 : s.padded_head_dim();
+}
+
 // The warp-specialised forward without its staging choice: Q, `stages` x (K, V) and the
 // mbarriers of Q and of the K and V rings (full and empty per stage), 8 bytes each.
 int forward_ws_bytes(int q_tile, int kv_tile, int stages) { return q_tile + stages * 2 * kv_tile + 8 * (1 + 4 * stages); }
 
 }  // namespace
 
-// A tile of its own lets the O store overlap the next tile's first P.V (d64, d128 at 128 x 128:
-// 2.5-5 % faster at N = 1k on the H200, 2026-12-04); over the V ring (FA3's arrangement), the
-// next tile's first V waits for the store, but d128's 128 x 176 and d256's tiles fit persistent.
+// A tile of its own lets the O store overlap the next tile's first P.V (d64 192 x 128 ran 2.5 %
+// faster at N = 1k with it than over the ring, H200, 2026-12-04); over the V ring (FA3's
+// arrangement) the next tile's first V waits for the store, but d128's 128 x 176 and d256's
+// tiles fit persistent.
 bool KernelSpec::o_staged_over_v() const {
   if (pass != Pass::fwd || !persistent) return false;
-  const int d = (padded_head_dim() + 63) / 64 * 64;
+  const int d = head_dim_cols(*this);
   // + Q's `empty` mbarrier
   return forward_ws_bytes(tile_bytes(block_m, d), tile_bytes(block_n, d), stages) + tile_bytes(block_m, d) + 8 >
          max_shared_memory(arch);
 }
 
 int KernelSpec::shared_memory_bytes() const {
-  // Head-dim tiles are kHeadDimCols wide: wgmma tiles are whole 64-column blocks.
-  const int d = uses_wgmma() ? (padded_head_dim() + 63) / 64 * 64 : padded_head_dim();
+  const int d = head_dim_cols(*this);
   switch (pass) {
     case Pass::fwd:  // Q tile + `stages` x (K tile, V tile); warp-specialised: + the mbarriers;
                      // persistent: + Q's `empty` mbarrier and the O staging tile, or O's `empty`

@@ -120,7 +120,7 @@ std::array<unsigned, 3> dkdv_grid(const Problem& p, const KernelSpec& s) {
   const std::int64_t slice_bytes = p.seqlen_q * (p.heads_q / std::max<std::int64_t>(p.heads_kv, 1)) *
                                    padded_head_dim(p.head_dim) * (2 + 2 + 4);
   std::int64_t section = std::min<std::int64_t>(tile_section(p, key_blocks, slice_bytes), slices);
-  section = std::max(section, (slices + 65534) / 65535);
+  section = std::max(section, (slices + kMaxGridYZ - 1) / kMaxGridYZ);
   return {static_cast<unsigned>(section), key_blocks, static_cast<unsigned>((slices + section - 1) / section)};
 }
 

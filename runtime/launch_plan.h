@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "compiler/kernel_selection.h"
@@ -13,6 +14,10 @@
 #include "templates/params/attention_params.h"
 
 namespace flashgen {
+
+// CUDA's bound on gridDim.y and gridDim.z (validate.cpp refuses problems past it; plans keep
+// their grids within it).
+constexpr std::int64_t kMaxGridYZ = 65535;
 
 struct KernelLaunch {
   KernelSpec spec;

@@ -451,7 +451,7 @@ void check_gpu_limits(const std::vector<Arg>& args, const Problem& p) {
     fail(Status::unsupported, "{} is {} on {}, expected {}..{} for the GPU kernels (the CPU backend takes 1..{})",
          q_dimension(p, "head_dim"), p.head_dim, dev, kGpuMinHeadDim, kGpuMaxHeadDim, kCpuMaxHeadDim);
   // The kernels' grid: (tiles, heads, batch), y and z at most 65535; lengths are int32 on the device.
-  constexpr std::int64_t kGridYZ = 65535, kInt32 = std::numeric_limits<std::int32_t>::max();
+  constexpr std::int64_t kGridYZ = kMaxGridYZ, kInt32 = std::numeric_limits<std::int32_t>::max();
   if (p.heads_q > kGridYZ)
     fail(Status::unsupported, "{} is {} on {}, expected at most {} for the GPU kernels' grid", q_dimension(p, "heads_q"),
          p.heads_q, dev, kGridYZ);

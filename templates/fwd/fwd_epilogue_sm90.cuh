@@ -1,8 +1,9 @@
 // The warp-specialised forward's epilogue (sm_90a), per consumer warpgroup: O (already
 // divided by l) rounded to 16 bits into the warpgroup's own rows of the staging tile `s_q`
-// (the Q tile, whose last product reading them has retired, or the persistent kernel's O tile,
-// or the V ring that no warpgroup reads any more), then to global by TMA stores, which clip rows past the
-// sequence end and columns past the head dim; lse = m + log(l) straight from registers.
+// (the Q tile, whose last product reading them has retired, or the persistent kernel's O
+// tile, or the V ring that no warpgroup reads any more), then to global by TMA stores, which
+// clip rows past the sequence end and columns past the head dim; lse = m + log(l) straight
+// from registers.
 // Packed sequences end inside the tensor, where a TMA store would not clip: a warpgroup whose
 // rows the sequence's end cuts stores them with its threads instead. When store() returns to
 // the warpgroup's first thread, the staging rows have been read.

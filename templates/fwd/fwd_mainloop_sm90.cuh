@@ -60,22 +60,22 @@ struct FwdMainloopSm90 {
   // ring's; persistent: Q's `empty`, and O's over the V ring). Without kPersistent O is staged
   // in Q's tile. Tiles are 1024-byte multiples, so each stays aligned.
   // (compiler/shared_memory.cpp: the host's side, which also makes the kOOverV choice.)
+  static_assert(!Cfg::kOOverV || Cfg::kPersistent, "O is staged over the V ring by the persistent form only");
   static constexpr bool kOApart = Cfg::kPersistent && !Cfg::kOOverV;
-  static constexpr bool kOOverV = Cfg::kPersistent && Cfg::kOOverV;
   struct Layout {
     using Q = typename Cfg::template Tile<Cfg::kBlockM, Cfg::kHeadDimCols>;
     using KV = typename Cfg::template Tile<Cfg::kBlockN, Cfg::kHeadDimCols>;
     static constexpr int kK = Q::kBytes;
     static constexpr int kV = kK + Cfg::kStages * KV::kBytes;
-    static constexpr int kO = kOOverV ? kV : kOApart ? kV + Cfg::kStages * KV::kBytes : 0;
+    static constexpr int kO = Cfg::kOOverV ? kV : kOApart ? kV + Cfg::kStages * KV::kBytes : 0;
     static constexpr int kQFull = kV + Cfg::kStages * KV::kBytes + (kOApart ? Q::kBytes : 0);
     static constexpr int kKRing = kQFull + 8;
     static constexpr int kVRing = kKRing + Pipeline::kBarrierBytes;
     static constexpr int kQEmpty = kVRing + Pipeline::kBarrierBytes;
     static constexpr int kOEmpty = kQEmpty + 8;
-    static constexpr int kBytes = kQEmpty + (kOOverV ? 16 : Cfg::kPersistent ? 8 : 0);
+    static constexpr int kBytes = kQEmpty + (Cfg::kOOverV ? 16 : Cfg::kPersistent ? 8 : 0);
     static_assert(Q::kBytes % 1024 == 0 && KV::kBytes % 1024 == 0, "tiles keep 1024-byte alignment");
-    static_assert(!kOOverV || Q::kBytes <= Cfg::kStages * KV::kBytes, "O's staging fits the V ring");
+    static_assert(!Cfg::kOOverV || Q::kBytes <= Cfg::kStages * KV::kBytes, "O's staging fits the V ring");
   };
 
   // Where a role is in the rings and in the sequence of Q tiles (persistent: across work tiles).
@@ -97,7 +97,7 @@ struct FwdMainloopSm90 {
     mbarrier_init(q_full, 1);
     if constexpr (Cfg::kPersistent) {  // one release per warpgroup
       mbarrier_init(q_empty, kConsumers);
-      if constexpr (kOOverV) mbarrier_init(o_empty, kConsumers);
+      if constexpr (Cfg::kOOverV) mbarrier_init(o_empty, kConsumers);
     }
     k_pipe.init();
     v_pipe.init();
@@ -130,7 +130,7 @@ struct FwdMainloopSm90 {
     PipelineState& k_st = st.k;
     PipelineState& v_st = st.v;
     if (n_begin < n_end) load_kv(p.tma_k, k_pipe, k_st, s_k, off, h_kv, n_end - 1);
-    if constexpr (kOOverV) mbarrier_wait(o_empty, previous_parity);  // also for a tile without keys
+    if constexpr (Cfg::kOOverV) mbarrier_wait(o_empty, previous_parity);  // also for a tile without keys
     for (int n = n_end - 2; n >= n_begin; --n) {
       load_kv(p.tma_k, k_pipe, k_st, s_k, off, h_kv, n);
       load_kv(p.tma_v, v_pipe, v_st, s_v, off, h_kv, n + 1);
@@ -234,7 +234,7 @@ struct FwdMainloopSm90 {
   // O staged over the V ring, by the warpgroup's storing thread once its O store has read the
   // staging rows: the producer may load V over them.
   __device__ __forceinline__ void release_o(bool leader) const {
-    if constexpr (kOOverV)
+    if constexpr (Cfg::kOOverV)
       if (leader) mbarrier_arrive(o_empty);
   }
 
@@ -243,7 +243,7 @@ struct FwdMainloopSm90 {
   // retired, and every storing thread's previous O store has read the staging (it arrives
   // after its wait).
   static __device__ __forceinline__ void v_ring_read() {
-    if constexpr (kOOverV) named_barrier_sync(Barriers::kVRingRead, 128 * kConsumers);
+    if constexpr (Cfg::kOOverV) named_barrier_sync(Barriers::kVRingRead, 128 * kConsumers);
   }
 
   // Persistent: the warpgroup is done with Q (its products reading it have retired; the

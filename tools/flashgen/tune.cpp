@@ -129,11 +129,12 @@ void print_timings(const std::vector<TuneResult>& results) {
     std::vector<std::pair<Candidate, double>> sorted = r.timings;
     std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
     fmt::print("{}\n", r.key.name());
-    for (const auto& [candidate, ms] : sorted)
-      fmt::print("  {:>10} {:>8}  {}{}\n", ms_text(ms),
-                 std::isfinite(ms) && std::isfinite(r.heuristic_ms) ? fmt::format("{:+.1f}%", 100.0 * (r.heuristic_ms / ms - 1.0))
-                                                                   : "-",
-                 tiles(candidate), candidate == r.heuristic ? "  (heuristic)" : "");
+    for (const auto& [candidate, ms] : sorted) {
+      const bool timed = std::isfinite(ms) && std::isfinite(r.heuristic_ms);
+      const std::string margin = timed ? fmt::format("{:+.1f}%", 100.0 * (r.heuristic_ms / ms - 1.0)) : "-";
+      fmt::print("  {:>10} {:>8}  {}{}\n", ms_text(ms), margin, tiles(candidate),
+                 candidate == r.heuristic ? "  (heuristic)" : "");
+    }
   }
 }
 
