@@ -234,6 +234,7 @@ RuntimeOptions runtime_options(const flashgen_runtime_options& in) {
     throw Error(Status::invalid_argument,
                 fmt::format("options.cpu_threads: is {}, expected >= 0 (0 = hardware concurrency)", o.cpu_threads));
   out.cpu_threads = o.cpu_threads;
+  if (o.packaged_kernels != nullptr) out.packaged_kernels = o.packaged_kernels;
   if (o.log != nullptr)
     out.log = [log = o.log, user = o.log_user_data](LogLevel level, const std::string& message) {
       log(static_cast<std::int32_t>(level), message.c_str(), user);
@@ -281,6 +282,7 @@ void flashgen_runtime_options_init(flashgen_runtime_options* options) {
   options->cpu_threads = 0;
   options->log = nullptr;
   options->log_user_data = nullptr;
+  options->packaged_kernels = nullptr;
 }
 
 void flashgen_forward_args_init(flashgen_forward_args* args) {

@@ -126,9 +126,9 @@ std::string meta_problem(const nlohmann::json& meta, const std::string& name, co
 }
 
 // meta.json of the entry open as `entry_fd`, read and parsed; `problem` says why not.
-bool read_meta(int entry_fd, nlohmann::json& meta, std::string& problem) {
+bool read_meta(int entry_fd, nlohmann::json& meta, std::string& problem, Trust trust) {
   std::string text;
-  if (!read_regular_file(entry_fd, kMeta, CacheDirectory::kMaxJsonBytes, text, problem)) {
+  if (!read_regular_file(entry_fd, kMeta, CacheDirectory::kMaxJsonBytes, text, problem, trust)) {
     if (problem.empty()) problem = "is missing";
     return false;
   }
@@ -179,7 +179,9 @@ UniqueFd subdirectory(int root_fd, const char* name, const fs::path& shown, bool
 
 
 // The root directory, opened without following a link in its last component and checked.
-UniqueFd open_root(const fs::path& root, std::string& problem) { return open_directory(AT_FDCWD, root.string(), problem); }
+UniqueFd open_root(const fs::path& root, std::string& problem, Trust trust = Trust::owner) {
+  return open_directory(AT_FDCWD, root.string(), problem, trust);
+}
 
 // The root for modification; throws Error(internal) naming it when it is missing or refused.
 UniqueFd checked_root(const fs::path& root) {
@@ -193,14 +195,14 @@ UniqueFd checked_root(const fs::path& root) {
 
 }  // namespace
 
-CacheDirectory::CacheDirectory(fs::path root) : root_(std::move(root)) {
+CacheDirectory::CacheDirectory(fs::path root, Trust trust) : root_(std::move(root)), trust_(trust) {
   // "dir/" would make O_NOFOLLOW follow a link named dir: drop trailing separators.
   while (!root_.has_filename() && root_.has_parent_path() && root_ != root_.root_path()) root_ = root_.parent_path();
 }
 
 std::optional<std::string> CacheDirectory::root_problem() const {
   std::string problem;
-  if (open_root(root_, problem) || problem.empty()) return std::nullopt;
+  if (open_root(root_, problem, trust_) || problem.empty()) return std::nullopt;
   return fmt::format("cache directory {} {}", root_.string(), problem);
 }
 
@@ -246,13 +248,13 @@ FileLock CacheDirectory::lock(const std::string& name) const {
 EntryState CacheDirectory::read(const std::string& name, const std::string& key, CacheEntry& out,
                                 std::string& problem) const {
   const fs::path dir = entry_path(name);
-  const UniqueFd root = open_root(root_, problem);
+  const UniqueFd root = open_root(root_, problem, trust_);
   if (!root) {
     if (problem.empty()) return EntryState::missing;
     problem = fmt::format("cache directory {} {}", root_.string(), problem);
     return EntryState::untrusted;
   }
-  const UniqueFd entry = open_directory(root.get(), name, problem);
+  const UniqueFd entry = open_directory(root.get(), name, problem, trust_);
   if (!entry) {
     if (problem.empty()) return EntryState::missing;
     problem = fmt::format("{} {}", dir.string(), problem);
@@ -262,7 +264,7 @@ EntryState CacheDirectory::read(const std::string& name, const std::string& key,
     problem = fmt::format("{} {}", (dir / file).string(), why);
     return EntryState::corrupt;
   };
-  if (!read_meta(entry.get(), out.meta, problem)) return corrupt(kMeta, problem);
+  if (!read_meta(entry.get(), out.meta, problem, trust_)) return corrupt(kMeta, problem);
   if (std::string why = meta_problem(out.meta, name, key); !why.empty()) return corrupt(kMeta, why);
   // The types are checked: nothing below throws.
   out.kernel_name = out.meta["kernel_name"];
@@ -270,7 +272,7 @@ EntryState CacheDirectory::read(const std::string& name, const std::string& key,
   out.compile_ms = out.meta["compile_ms"];
   out.resources = resources_from_json(out.meta["resources"]);
 
-  if (!read_regular_file(entry.get(), kCubin, kMaxCubinBytes, out.cubin, problem))
+  if (!read_regular_file(entry.get(), kCubin, kMaxCubinBytes, out.cubin, problem, trust_))
     return corrupt(kCubin, problem.empty() ? "is missing" : problem);
   const auto expected_bytes = out.meta["cubin_bytes"].get<std::uint64_t>();
   if (out.cubin.size() != expected_bytes)
@@ -344,7 +346,7 @@ void CacheDirectory::write_file(const std::string& name, std::string_view bytes)
 
 std::optional<std::string> CacheDirectory::read_file(const std::string& name, std::size_t max_bytes,
                                                      std::string& problem) const {
-  const UniqueFd root = open_root(root_, problem);
+  const UniqueFd root = open_root(root_, problem, trust_);
   if (!root) {
     if (!problem.empty()) problem = fmt::format("cache directory {} {}", root_.string(), problem);
     return std::nullopt;
@@ -360,7 +362,7 @@ std::optional<std::string> CacheDirectory::read_file(const std::string& name, st
 std::vector<EntryInfo> CacheDirectory::list() const {
   std::vector<EntryInfo> out;
   std::string problem;
-  const UniqueFd root = open_root(root_, problem);
+  const UniqueFd root = open_root(root_, problem, trust_);
   if (!root) {
     if (problem.empty()) return out;
     throw Error(Status::invalid_argument, fmt::format("refusing to use cache directory {}: it {}", root_.string(), problem));
@@ -371,7 +373,8 @@ std::vector<EntryInfo> CacheDirectory::list() const {
     info.name = name;
     info.path = entry_path(name);
     std::string ignored;
-    if (const UniqueFd entry = open_directory(root.get(), name, ignored)) info.bytes = directory_bytes(entry.get());
+    if (const UniqueFd entry = open_directory(root.get(), name, ignored, trust_))
+      info.bytes = directory_bytes(entry.get());
     CacheEntry entry;
     info.state = read(name, /*key=*/"", entry, info.problem);
     if (info.state == EntryState::valid) info.meta = std::move(entry.meta);
@@ -403,7 +406,7 @@ ClearReport CacheDirectory::clear() const {
       continue;
     }
     nlohmann::json meta;
-    if (!read_meta(entry.get(), meta, problem)) {
+    if (!read_meta(entry.get(), meta, problem, Trust::owner)) {
       skip(name, fmt::format("meta.json {}: not recognisably flashgen's", problem));
       continue;
     }

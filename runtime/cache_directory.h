@@ -14,7 +14,9 @@
 // The directory may be shared or planted, so nothing in it is taken on trust
 // (runtime/cache_files.h): no link is followed, only this user's (or root's) files that
 // nobody else can write are used, files are read only when regular and of a sane size,
-// and clean-up removes only what flashgen recognises as its own.
+// and clean-up removes only what flashgen recognises as its own. A package's kernel set
+// (Trust::package) is read with its library's trust instead: links are still refused and
+// every entry verified.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -26,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/cache_files.h"  // Trust
 #include "runtime/file_lock.h"
 #include "runtime/nvrtc_compiler.h"  // KernelResources
 
@@ -70,7 +73,9 @@ class CacheDirectory {
   static constexpr std::size_t kMaxCubinBytes = std::size_t{64} << 20;
   static constexpr std::size_t kMaxJsonBytes = std::size_t{1} << 20;
 
-  explicit CacheDirectory(std::filesystem::path root);
+  // Trust::package: a kernel set shipped with flashgen's package (runtime/cache_files.h),
+  // only ever read.
+  explicit CacheDirectory(std::filesystem::path root, Trust trust = Trust::owner);
 
   const std::filesystem::path& root() const { return root_; }
   std::filesystem::path entry_path(const std::string& name) const { return root_ / name; }
@@ -122,6 +127,7 @@ class CacheDirectory {
 
  private:
   std::filesystem::path root_;
+  Trust trust_ = Trust::owner;
 };
 
 }  // namespace flashgen

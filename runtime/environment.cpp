@@ -28,6 +28,10 @@ constexpr EnvVar kRegistry[] = {
      "read-only kernel cache directories (warmed ones: an image's, a shared volume), separated by ':', searched "
      "for a kernel the cache directory lacks before it is compiled; never written; each used only if it is this "
      "user's or root's, not a symbolic link and not writable by group or others"},
+    {"FLASHGEN_PACKAGED_KERNELS", EnvEffect::neutral, "(unset)",
+     "the kernel set a package ships (the pip-installed `flashgen` command passes the wheel's flashgen/kernels): "
+     "one warmed directory per NVRTC release, nvrtc-<major>.<minor>, searched first and loaded without NVRTC; never "
+     "written"},
     {"FLASHGEN_DISABLE_DISK_CACHE", EnvEffect::neutral, "0",
      "1/true/on/yes: keep compiled kernels in memory only (no reads or writes of the cache directory); "
      "0/false/off/no: use it (any case)"},
@@ -136,6 +140,11 @@ std::vector<std::filesystem::path> cache_read_dirs_from_env() {
   std::vector<std::filesystem::path> dirs;
   for (std::string& dir : colon_list_from_env("FLASHGEN_CACHE_READ_DIRS")) dirs.emplace_back(std::move(dir));
   return dirs;
+}
+
+std::filesystem::path packaged_kernels_from_env() {
+  if (auto dir = env_value("FLASHGEN_PACKAGED_KERNELS")) return std::filesystem::path(*dir);
+  return {};
 }
 
 std::optional<std::filesystem::path> dump_dir_from_env() {

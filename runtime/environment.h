@@ -49,6 +49,8 @@ void warn_unknown_environment_once(const LogSink& log);
 std::filesystem::path cache_dir_from_env();
 // $FLASHGEN_CACHE_READ_DIRS split on ':' (empty parts skipped); none when unset.
 std::vector<std::filesystem::path> cache_read_dirs_from_env();
+// $FLASHGEN_PACKAGED_KERNELS; empty when unset.
+std::filesystem::path packaged_kernels_from_env();
 std::optional<std::filesystem::path> dump_dir_from_env();
 // FLASHGEN_NVRTC_FLAGS split on whitespace.
 std::vector<std::string> nvrtc_flags_from_env();

@@ -2,18 +2,21 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <fcntl.h>
 #include <xxhash.h>
 
 #include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <shared_mutex>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 
 #include "compiler/embedded_files.h"
 #include "compiler/spec_fields.h"
 #include "runtime/cache_directory.h"
+#include "runtime/cache_files.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/environment.h"
 #include "runtime/kernel_dump.h"
@@ -52,12 +55,61 @@ struct Slot {
   std::vector<LoadedModule> modules;  // one per CUDA context it was loaded into
 };
 
+// One NVRTC release's part of a package's kernel set: its entries carry that release's keys.
+struct PackagedSet {
+  CacheDirectory dir;
+  NvrtcVersion nvrtc;
+};
+
+// The sets under `root` this process can load, newest NVRTC first: a cubin needs a driver of
+// its compiler's CUDA major or newer. Nothing when `root` does not exist (a package built
+// without NVRTC ships no set).
+std::vector<PackagedSet> packaged_sets(const std::filesystem::path& root, const LogSink& log) {
+  std::string problem;
+  const std::vector<PackagedSetDir> dirs = packaged_set_dirs(root, problem);
+  if (!problem.empty()) log(LogLevel::warning, fmt::format("packaged kernels {} {}: not used", root.string(), problem));
+  std::optional<int> driver_major;
+  if (!dirs.empty() && cuda_available()) {
+    int version = 0;
+    if (cuda_driver().cuDriverGetVersion(&version) == CUDA_SUCCESS) driver_major = version / 1000;
+  }
+  std::vector<PackagedSet> sets;
+  for (const PackagedSetDir& d : dirs) {
+    if (driver_major && *driver_major < d.nvrtc.major) {
+      log(LogLevel::info, fmt::format("packaged kernels {}: compiled for CUDA {}, the driver supports CUDA {}: "
+                                      "not used",
+                                      d.path.string(), d.nvrtc.major, *driver_major));
+      continue;
+    }
+    sets.push_back({CacheDirectory(d.path, Trust::package), d.nvrtc});
+  }
+  return sets;
+}
+
 }  // namespace
+
+std::string packaged_set_name(NvrtcVersion nvrtc) { return "nvrtc-" + nvrtc.str(); }
+
+std::vector<PackagedSetDir> packaged_set_dirs(const std::filesystem::path& root, std::string& problem) {
+  std::vector<PackagedSetDir> sets;
+  const UniqueFd dir = open_directory(AT_FDCWD, root.string(), problem, Trust::package);
+  if (!dir) return sets;
+  for (const std::string& name : directory_names(dir.get())) {
+    constexpr std::string_view kPrefix = "nvrtc-";
+    const auto nvrtc = name.starts_with(kPrefix) ? NvrtcVersion::parse(std::string_view(name).substr(kPrefix.size()))
+                                                 : std::nullopt;
+    if (nvrtc && name == packaged_set_name(*nvrtc)) sets.push_back({*nvrtc, root / name});
+  }
+  std::sort(sets.begin(), sets.end(),
+            [](const PackagedSetDir& a, const PackagedSetDir& b) { return a.nvrtc > b.nvrtc; });
+  return sets;
+}
 
 struct KernelCache::Impl {
   KernelCacheOptions options;
   CacheDirectory disk{{}};
   std::vector<CacheDirectory> read_dirs;  // trusted ones only (KernelCacheOptions::read_dirs)
+  std::vector<PackagedSet> packaged;      // KernelCacheOptions::packaged_kernels, loadable ones
   bool disk_enabled = true;
   CompileOptions compile;
   std::string environment;  // cache-invalidating variables, as read at construction
@@ -73,7 +125,7 @@ struct KernelCache::Impl {
   std::shared_mutex slots_mutex;
   std::unordered_map<KernelSpec, std::unique_ptr<Slot>, SpecHash> slots;
 
-  std::atomic<long> memory_hits{0}, disk_hits{0}, compiles{0}, corrupt_entries{0};
+  std::atomic<long> memory_hits{0}, disk_hits{0}, packaged_hits{0}, compiles{0}, corrupt_entries{0};
 
   // prefetch's compile threads, started on its first use. Destroying them drops the queued
   // compiles; running ones finish.
@@ -111,11 +163,12 @@ struct KernelCache::Impl {
     return options.generate(spec);
   }
 
-  std::string key_for(const KernelSpec& spec, const GeneratedSource& src) const {
-    const std::string header =
-        fmt::format("flashgen {}\nnvrtc {}\narch {}\noptions {}\nenvironment\n{}templates {}\nkernel {}\nsource {} bytes\n",
-                    version(), nvrtc_version(), to_string(spec.arch), fmt::join(nvrtc_options(spec.arch, compile), " "),
-                    environment, embedded_files_digest(), src.kernel_name, src.source.size());
+  // The key of `spec` compiled by NVRTC `nvrtc` (the loaded one, or a packaged set's).
+  std::string key_for(const KernelSpec& spec, const GeneratedSource& src, NvrtcVersion nvrtc) const {
+    const std::string header = fmt::format(
+        "flashgen {}\nnvrtc {}\narch {}\noptions {}\nenvironment\n{}templates {}\nkernel {}\nsource {} bytes\n",
+        version(), nvrtc.str(), to_string(spec.arch), fmt::join(nvrtc_options(spec.arch, compile, nvrtc), " "),
+        environment, embedded_files_digest(), src.kernel_name, src.source.size());
     XXH3_state_t state;
     XXH3_128bits_reset(&state);
     XXH3_128bits_update(&state, header.data(), header.size());
@@ -212,6 +265,23 @@ struct KernelCache::Impl {
     return std::nullopt;
   }
 
+  // The kernel from the package's newest set holding a valid entry of it, or nullopt. No
+  // NVRTC is loaded: each set's key is that of the release that compiled it. On a hit the
+  // slot keeps that set's key and entry name.
+  std::optional<CompiledKernel> from_package(const KernelSpec& spec, const GeneratedSource& src, Slot& s) {
+    for (const PackagedSet& set : packaged) {
+      s.key = key_for(spec, src, set.nvrtc);
+      s.entry_name = entry_name(spec, s.key);
+      bool reported = false;
+      EntryState state;
+      if (auto k = read_entry(set.dir, spec, src, s, reported, state)) {
+        ++packaged_hits;
+        return k;
+      }
+    }
+    return std::nullopt;
+  }
+
   // This process's hold on the entry's lock; nullopt (and compile in memory) when another
   // process held it past lock_timeout or the lock cannot be used.
   std::optional<FileLock> lock_entry(const KernelSpec& spec, const Slot& s) {
@@ -281,7 +351,13 @@ struct KernelCache::Impl {
   // Memory miss: disk entry, else compile under the key's cross-process lock.
   void resolve(const KernelSpec& spec, Slot& s) {
     const GeneratedSource src = source_for(spec);
-    s.key = key_for(spec, src);
+    if (disk_enabled) {
+      if (auto k = from_package(spec, src, s)) {
+        s.kernel = std::move(*k);
+        return;
+      }
+    }
+    s.key = key_for(spec, src, loaded_nvrtc_version());
     s.entry_name = entry_name(spec, s.key);
     if (!disk_enabled) {
       s.kernel = compile_now(spec, src, s);
@@ -357,6 +433,10 @@ KernelCache::KernelCache(KernelCacheOptions options) : impl_(std::make_unique<Im
       else
         m.read_dirs.push_back(std::move(read_dir));
     }
+  }
+  if (m.disk_enabled) {
+    const std::filesystem::path packaged = options.packaged_kernels.value_or(packaged_kernels_from_env());
+    if (!packaged.empty()) m.packaged = packaged_sets(packaged, options.log);
   }
   m.compile = CompileOptions::from_environment();
   m.environment = cache_invalidating_environment();
@@ -479,7 +559,11 @@ LoadedKernel KernelCache::load(const KernelSpec& spec) {
 }
 
 std::string KernelCache::key(const KernelSpec& spec) const {
-  return impl_->key_for(spec, impl_->source_for(spec));
+  return key(spec, loaded_nvrtc_version());
+}
+
+std::string KernelCache::key(const KernelSpec& spec, NvrtcVersion nvrtc) const {
+  return impl_->key_for(spec, impl_->source_for(spec), nvrtc);
 }
 
 std::string KernelCache::entry_name(const KernelSpec& spec) const { return Impl::entry_name(spec, key(spec)); }
@@ -499,6 +583,7 @@ const CompileOptions& KernelCache::compile_options() const { return impl_->compi
 CacheStats KernelCache::stats() const {
   return CacheStats{.memory_hits = impl_->memory_hits,
                     .disk_hits = impl_->disk_hits,
+                    .packaged_hits = impl_->packaged_hits,
                     .compiles = impl_->compiles,
                     .corrupt_entries = impl_->corrupt_entries,
                     .disk_writable = impl_->disk_enabled && impl_->disk_writable};

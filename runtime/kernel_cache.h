@@ -29,7 +29,8 @@ namespace flashgen {
 
 struct CacheStats {
   long memory_hits = 0;
-  long disk_hits = 0;
+  long disk_hits = 0;      // entries read: the cache directory's, the read-only ones' and the package's
+  long packaged_hits = 0;  // of disk_hits: from the package's kernel set (KernelCacheOptions::packaged_kernels)
   long compiles = 0;
   long corrupt_entries = 0;  // entries found damaged (recompiled and replaced)
   bool disk_writable = false;  // false: new kernels stay in memory (read-only dir, disabled, not used yet)
@@ -58,11 +59,30 @@ struct KernelCacheOptions {
   // Read-only cache directories searched, in order, for a kernel `dir` lacks before compiling
   // it (never written; a refused one is said once and skipped). nullopt: FLASHGEN_CACHE_READ_DIRS.
   std::optional<std::vector<std::filesystem::path>> read_dirs;
+  // The kernel set shipped with flashgen's package (the wheel's flashgen/kernels): one warmed
+  // directory per NVRTC release that compiled it, named by packaged_set_name() (`flashgen
+  // cache warm --package`). Searched before anything else with the key that release gives,
+  // so a shipped kernel needs no NVRTC at all; a set the driver cannot load (a newer CUDA
+  // major) is skipped. Read with the package's trust (runtime/cache_files.h), never written.
+  // nullopt: FLASHGEN_PACKAGED_KERNELS (unset: none); empty: none.
+  std::optional<std::filesystem::path> packaged_kernels;
   bool use_disk = true;       // false, or FLASHGEN_DISABLE_DISK_CACHE: memory only
   SourceGenerator generate;   // empty: generate_source
   LogSink log;                // empty: default_log_sink() (stderr, FLASHGEN_LOG_LEVEL)
   int compile_threads = 0;    // get_many's and prefetch's threads; 0: hardware concurrency
 };
+
+// The subdirectory of a package's kernel set that NVRTC `nvrtc` compiled: "nvrtc-13.0".
+std::string packaged_set_name(NvrtcVersion nvrtc);
+
+struct PackagedSetDir {
+  NvrtcVersion nvrtc;
+  std::filesystem::path path;
+};
+// The sets of the package at `root` (KernelCacheOptions::packaged_kernels), newest NVRTC
+// first: its subdirectories named by packaged_set_name(), nothing else. None when `root` does
+// not exist; `problem` says why when it is refused (a link, not a directory).
+std::vector<PackagedSetDir> packaged_set_dirs(const std::filesystem::path& root, std::string& problem);
 
 class KernelCache {
  public:
@@ -94,6 +114,8 @@ class KernelCache {
   LoadedKernel load(const KernelSpec& spec);
 
   std::string key(const KernelSpec& spec) const;  // content hash (32 hex digits)
+  // The key NVRTC `nvrtc` gives it (a packaged set's entries carry their release's keys).
+  std::string key(const KernelSpec& spec, NvrtcVersion nvrtc) const;
   std::string entry_name(const KernelSpec& spec) const;  // <uri>-<first 16 hex digits of key>
   std::filesystem::path entry_dir(const KernelSpec& spec) const;
   std::filesystem::path lock_path(const KernelSpec& spec) const;

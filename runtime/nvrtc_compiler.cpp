@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <charconv>
 #include <chrono>
 #include <memory>
 
@@ -66,8 +67,30 @@ CompileOptions CompileOptions::from_environment(bool keep_ptx) {
   return CompileOptions{.keep_ptx = keep_ptx, .extra_flags = nvrtc_flags_from_env()};
 }
 
-std::vector<std::string> nvrtc_options(Arch arch, const CompileOptions& options) {
+std::string NvrtcVersion::str() const { return fmt::format("{}.{}", major, minor); }
+
+std::optional<NvrtcVersion> NvrtcVersion::parse(std::string_view text) {
+  const auto number = [](std::string_view digits, int& out) {
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string_view::npos) return false;
+    return std::from_chars(digits.data(), digits.data() + digits.size(), out).ec == std::errc();
+  };
+  const size_t dot = text.find('.');
+  NvrtcVersion v;
+  if (dot == std::string_view::npos || !number(text.substr(0, dot), v.major) || !number(text.substr(dot + 1), v.minor))
+    return std::nullopt;
+  return v;
+}
+
+NvrtcVersion loaded_nvrtc_version() {
   const NvrtcLibrary& nv = nvrtc_library();
+  return {nv.major, nv.minor};
+}
+
+std::vector<std::string> nvrtc_options(Arch arch, const CompileOptions& options) {
+  return nvrtc_options(arch, options, loaded_nvrtc_version());
+}
+
+std::vector<std::string> nvrtc_options(Arch arch, const CompileOptions& options, NvrtcVersion nv) {
   std::vector<std::string> out = {
       fmt::format("--gpu-architecture={}", to_string(arch)),
       "-std=c++17",
@@ -87,7 +110,7 @@ std::vector<std::string> nvrtc_options(Arch arch, const CompileOptions& options)
   return out;
 }
 
-std::string nvrtc_version() { return nvrtc_library().version(); }
+std::string nvrtc_version() { return loaded_nvrtc_version().str(); }
 
 CompileOutput compile_source(const std::string& name, const std::string& source, Arch arch,
                              const CompileOptions& options, std::string_view entry) {

@@ -1,6 +1,8 @@
 // CUDA source -> cubin through NVRTC, with the ptxas resource report parsed.
 #pragma once
 
+#include <compare>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -49,11 +51,23 @@ struct CompileOutput {
   double compile_ms = 0;
 };
 
-// The exact NVRTC option list used for `arch` with the loaded NVRTC (part of the cache key).
-// Like everything here, throws the loader's Error(no_device) where no usable NVRTC is found
-// (runtime/nvrtc_library.h).
+// An NVRTC release: the option list and the cache key depend on it.
+struct NvrtcVersion {
+  int major = 0, minor = 0;
+  std::string str() const;  // "13.0"
+  // "13.0" -> {13, 0}; nullopt for anything else.
+  static std::optional<NvrtcVersion> parse(std::string_view text);
+  friend bool operator==(const NvrtcVersion&, const NvrtcVersion&) = default;
+  friend auto operator<=>(const NvrtcVersion&, const NvrtcVersion&) = default;
+};
+
+// The exact NVRTC option list for `arch` with NVRTC `nvrtc` (part of the cache key).
+std::vector<std::string> nvrtc_options(Arch arch, const CompileOptions& options, NvrtcVersion nvrtc);
+// The same for the loaded NVRTC. Like everything below, throws the loader's Error(no_device)
+// where no usable NVRTC is found (runtime/nvrtc_library.h).
 std::vector<std::string> nvrtc_options(Arch arch, const CompileOptions& options);
 // The loaded NVRTC's version, "13.0" (part of the cache key).
+NvrtcVersion loaded_nvrtc_version();
 std::string nvrtc_version();
 
 // Compiles any CUDA source for `arch`; `name` names the program in diagnostics

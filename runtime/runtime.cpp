@@ -51,6 +51,7 @@ struct Runtime::Impl {
     std::call_once(cache_once, [&] {
       KernelCacheOptions cache_options;
       cache_options.dir = cache_dir;
+      if (!options.packaged_kernels.empty()) cache_options.packaged_kernels = options.packaged_kernels;
       cache_options.log = options.log;
       cache = std::make_unique<KernelCache>(std::move(cache_options));
     });

@@ -173,6 +173,10 @@ typedef struct flashgen_runtime_options {
   int32_t cpu_threads;   /* CPU backend threads, >= 0; 0: hardware concurrency */
   flashgen_log_fn log;   /* NULL: warnings and errors go to stderr */
   void* log_user_data;   /* passed to log as is */
+  /* Appended after the first versioned layout (zero: absent). The kernel set a package ships
+   * (one warmed directory per NVRTC release, `flashgen cache warm --package`), searched before
+   * compiling and loaded without NVRTC. NULL or "": $FLASHGEN_PACKAGED_KERNELS, else none. */
+  const char* packaged_kernels;
 } flashgen_runtime_options;
 
 typedef struct flashgen_runtime flashgen_runtime;

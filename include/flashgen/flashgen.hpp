@@ -221,6 +221,10 @@ struct RuntimeOptions {
   AutotunePolicy autotune = AutotunePolicy::cached;
   LogSink log;            // empty: warnings and errors go to stderr
   int cpu_threads = 0;    // CPU backend threads; 0 = hardware concurrency
+  // The kernel set a package ships, searched before compiling and loaded without NVRTC (the
+  // Python package passes its wheel's flashgen/kernels; docs/cache.md, "Kernels shipped with
+  // the package"). Empty: $FLASHGEN_PACKAGED_KERNELS, else none.
+  std::string packaged_kernels;
   // Shapes tuned at construction under the startup (what is missing) and full (all) policies.
   std::vector<TuneShape> tune_shapes;
 };

@@ -147,6 +147,7 @@ class RuntimeOptions(_Versioned):
         ("cpu_threads", ctypes.c_int32),
         ("log", LogFn),
         ("log_user_data", ctypes.c_void_p),
+        ("packaged_kernels", ctypes.c_char_p),
     ]
 
 

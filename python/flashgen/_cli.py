@@ -1,7 +1,8 @@
 """The `flashgen` command of a pip installation: runs the CLI binary the wheel carries
 (flashgen/_bin/flashgen, built with the runtime linked in), telling it where pip put NVRTC
 for this interpreter ($FLASHGEN_NVRTC_PATHS, the files flashgen/_library.py would hand the
-library), so that `flashgen cache warm`, `dump` and `bench` find what `import flashgen` finds.
+library) and where the wheel's kernel set is ($FLASHGEN_PACKAGED_KERNELS), so that `flashgen
+cache warm`, `dump`, `bench` and `tune` find what `import flashgen` finds.
 """
 import os
 import pathlib
@@ -21,6 +22,8 @@ def main():
         found = [path for path, _ in _library.nvrtc_candidates() if os.path.isfile(path)]
         if found:
             env["FLASHGEN_NVRTC_PATHS"] = ":".join(found)
+    if not env.get("FLASHGEN_PACKAGED_KERNELS") and _library.PACKAGED_KERNELS.is_dir():
+        env["FLASHGEN_PACKAGED_KERNELS"] = str(_library.PACKAGED_KERNELS)
     os.execve(str(BINARY), [str(BINARY), *sys.argv[1:]], env)
 
 

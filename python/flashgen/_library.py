@@ -22,6 +22,9 @@ from . import _capi
 from .errors import error_for
 
 _LIBRARY_NAME = "libflashgen.so"
+# The kernels the wheel ships (one warmed directory per NVRTC release that compiled them):
+# served before anything is compiled, without NVRTC (docs/cache.md).
+PACKAGED_KERNELS = pathlib.Path(__file__).resolve().parent / "kernels"
 # Where each pip wheel puts libnvrtc under site-packages, newest CUDA first.
 _PIP_NVRTC = (
     ("nvidia/cu13/lib/libnvrtc.so.13", "pip nvidia-cuda-nvrtc (CUDA 13)"),
@@ -141,6 +144,8 @@ def runtime():
             lib.flashgen_runtime_options_init(ctypes.byref(options))
             for name, value in _runtime_settings.items():
                 setattr(options, name, value)
+            if PACKAGED_KERNELS.is_dir() and not os.environ.get("FLASHGEN_PACKAGED_KERNELS"):
+                options.packaged_kernels = os.fsencode(PACKAGED_KERNELS)
             handle = _capi.RuntimeHandle()
             check(lib.flashgen_runtime_create(ctypes.byref(options), ctypes.byref(handle)))
             _runtime = handle

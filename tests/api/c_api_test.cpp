@@ -64,12 +64,27 @@ TEST(CApi, RuntimeOptionsDefaultsAreTheCppOnes) {
   EXPECT_EQ(c.cpu_threads, 0);
   EXPECT_EQ(c.log, nullptr);
   EXPECT_EQ(c.log_user_data, nullptr);
+  EXPECT_EQ(c.packaged_kernels, nullptr);
   const RuntimeOptions cpp = c_api::runtime_options(c);
   EXPECT_EQ(cpp.cache_dir, "");
+  EXPECT_EQ(cpp.packaged_kernels, "");
   EXPECT_EQ(cpp.autotune, AutotunePolicy::cached);
   EXPECT_EQ(cpp.cpu_threads, 0);
   EXPECT_FALSE(cpp.log);
   flashgen_runtime_options_init(nullptr);
+}
+
+// A caller built before packaged_kernels was appended: whatever follows its struct is not read.
+TEST(CApi, RuntimeOptionsOfAnOlderCallerHaveNoPackagedKernels) {
+  struct {
+    flashgen_runtime_options options;
+    unsigned char after[64];
+  } older;
+  std::memset(&older, 0xff, sizeof older);
+  flashgen_runtime_options_init(&older.options);
+  older.options.struct_size = offsetof(flashgen_runtime_options, packaged_kernels);
+  std::memset(&older.options.packaged_kernels, 0xff, sizeof older.options.packaged_kernels);
+  EXPECT_EQ(c_api::runtime_options(older.options).packaged_kernels, "");
 }
 
 struct LogRecord {
@@ -95,7 +110,9 @@ TEST(CApi, RuntimeOptionsMapToCpp) {
     c.cpu_threads = 3;
     c.log = record_log;
     c.log_user_data = &log;
+    c.packaged_kernels = "/opt/site-packages/flashgen/kernels";
     const RuntimeOptions cpp = c_api::runtime_options(c);
+    EXPECT_EQ(cpp.packaged_kernels, "/opt/site-packages/flashgen/kernels");
     EXPECT_EQ(cpp.autotune, policies[a]);
     EXPECT_EQ(cpp.cache_dir, "/tmp/flashgen-api-test-cache");
     EXPECT_EQ(cpp.cpu_threads, 3);

@@ -55,6 +55,33 @@ TEST(CacheCli, LsAndStatsReportAWronglyTypedEntryByNameAndListTheOthers) {
   EXPECT_THAT(stats.output, HasSubstr("entries          2 (1 damaged"));
 }
 
+// `cache stats` names the package's kernel sets (FLASHGEN_PACKAGED_KERNELS) with their entries,
+// the damaged ones counted, and says so when there is no set; nothing else in it is a set.
+TEST(CacheCli, StatsListsThePackagesKernelSets) {
+  ScratchDir scratch;
+  const fs::path pkg = scratch.path() / "pkg";
+  const CliRun none = flashgen(fmt::format("FLASHGEN_PACKAGED_KERNELS='{}'", pkg.string()),
+                               fmt::format("cache stats --dir '{}'", (scratch.path() / "cache").string()));
+  EXPECT_EQ(none.status, 0) << none.output;
+  EXPECT_THAT(none.output, HasSubstr(fmt::format("packaged kernels {} (no set)\n", pkg.string())));
+
+  two_entries(pkg / "nvrtc-12.9");
+  const fs::path damaged = two_entries(pkg / "nvrtc-13.0");
+  two_entries(pkg / "nvrtc-13.0.1");
+  fs::remove(damaged / "kernel.cubin");
+  const CliRun stats = flashgen(fmt::format("FLASHGEN_PACKAGED_KERNELS='{}'", pkg.string()),
+                                fmt::format("cache stats --dir '{}'", (scratch.path() / "cache").string()));
+  EXPECT_EQ(stats.status, 0) << stats.output;
+  EXPECT_THAT(stats.output, HasSubstr(fmt::format("packaged kernels {}\n"
+                                                  "  NVRTC 13.0     2 entries (1 damaged: compiled instead)\n"
+                                                  "  NVRTC 12.9     2 entries (0 damaged: compiled instead)\n",
+                                                  pkg.string())));
+  EXPECT_THAT(stats.output, Not(HasSubstr("13.0.1")));
+  const std::string cache = (scratch.path() / "cache").string();
+  const CliRun unset = flashgen("-u FLASHGEN_PACKAGED_KERNELS", fmt::format("cache stats --dir '{}'", cache));
+  EXPECT_THAT(unset.output, Not(HasSubstr("packaged kernels")));
+}
+
 TEST(CacheCli, LsOfAFifoMetaDoesNotBlock) {
   ScratchDir dir;
   const fs::path damaged = two_entries(dir.path());

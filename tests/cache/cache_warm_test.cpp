@@ -215,6 +215,7 @@ TEST(CacheWarm, BadOptionsFailNamingTheOptionBeforeAnyWrite) {
       {"--deterministic yes", "--deterministic: got 'yes', expected on, off or both"},
       {"--threads -2", "--threads: got -2, expected a count >= 1 (0: one per core)"},
       {"--device 'NVIDIA H200'", "--device: 'NVIDIA H200' needs the autotune winners, autotune.json in"},
+      {"--package '" + dir.string() + "'", "--package: given with --cache-dir, expected one of them"},
   };
   for (const auto& [args, message] : cases) {
     const CliRun r = flashgen("", base + " " + args);
@@ -228,6 +229,51 @@ TEST(CacheWarm, BadOptionsFailNamingTheOptionBeforeAnyWrite) {
   const CliRun not_a_dir = flashgen("", "cache warm --cache-dir /dev/null/cache --head-dims 64");
   EXPECT_EQ(not_a_dir.status, 1) << not_a_dir.output;
   EXPECT_THAT(not_a_dir.output, HasSubstr("--cache-dir: cannot warm /dev/null/cache: "));
+}
+
+// A package's kernel set: `--package DIR` warms DIR/nvrtc-<release>, and a cache given DIR
+// serves every kernel of it with no NVRTC to be found (FLASHGEN_NVRTC names a missing file:
+// ctest runs each test in a process of its own, which has loaded no NVRTC before).
+TEST(CacheWarm, APackageSetServesItsKernelsWhereNoNvrtcCanBeLoaded) {
+  ScratchDir scratch;
+  const fs::path pkg = scratch.path() / "pkg";
+  std::vector<KernelSpec> specs;
+  ProblemKey p;
+  p.head_dim = 64;
+  p.dtype = DType::bf16;
+  p.seqlen_q = p.seqlen_k = 4096;
+  for (const KernelSpec& s : select_forward_kernels(p, Arch::sm_90a)) specs.push_back(s);
+  for (const KernelSpec& s : select_backward_kernels(p, Arch::sm_90a)) specs.push_back(s);
+
+  const CliRun warm = flashgen("", fmt::format("cache warm --package '{}' --head-dims 64 --dtypes bf16 --archs sm_90a "
+                                               "--causal off --passes fwd,bwd --seqlens 4k",
+                                               pkg.string()),
+                               kWarmTimeout);
+  ASSERT_EQ(warm.status, 0) << warm.output;
+  std::vector<std::string> sets;
+  for (const auto& e : fs::directory_iterator(pkg)) sets.push_back(e.path().filename().string());
+  ASSERT_EQ(sets.size(), 1u);
+  EXPECT_THAT(sets[0], ::testing::MatchesRegex(R"(nvrtc-[0-9]+\.[0-9]+)"));
+  EXPECT_THAT(warm.output, HasSubstr("cache directory  " + (pkg / sets[0]).string()));
+  EXPECT_THAT(warm.output, HasSubstr(fmt::format("compiled         {} (", specs.size())));
+  EXPECT_EQ(entry_names(pkg / sets[0]).size(), specs.size());
+
+  ScopedEnv no_nvrtc("FLASHGEN_NVRTC", (scratch.path() / "no-libnvrtc.so").string());
+  KernelCacheOptions options;
+  options.dir = scratch.path() / "mine";
+  options.packaged_kernels = pkg;
+  LogCapture log;
+  options.log = log.sink();
+  KernelCache cache(options);
+  for (const CompiledKernel* k : cache.get_many(specs)) EXPECT_TRUE(k->from_disk_cache) << k->spec.uri();
+  EXPECT_EQ(cache.stats().packaged_hits, static_cast<long>(specs.size()));
+  EXPECT_EQ(cache.stats().compiles, 0);
+  EXPECT_TRUE(log.warnings().empty());
+  EXPECT_FALSE(fs::exists(scratch.path() / "mine")) << "serving packaged kernels writes nothing";
+  // The kernel the package lacks needs NVRTC, which is not there: a clear error, not a hang.
+  KernelSpec absent = specs.front();
+  absent.head_dim = 128;
+  EXPECT_THROW(cache.get(absent), Error);
 }
 
 TEST(CacheWarm, CompilesTheAutotuneWinnersOfTheDirectoryToo) {

@@ -25,7 +25,8 @@ TEST(Environment, RegistryDeclaresEveryKnobOnceWithItsEffect) {
   EXPECT_EQ(names, (std::set<std::string>{"FLASHGEN_CACHE_DIR", "FLASHGEN_DUMP_DIR", "FLASHGEN_AUTOTUNE",
                                           "FLASHGEN_NVRTC", "FLASHGEN_NVRTC_PATHS", "FLASHGEN_NVRTC_FLAGS", "FLASHGEN_LOG_LEVEL",
                                           "FLASHGEN_DISABLE_DISK_CACHE", "FLASHGEN_LIBRARY",
-                                          "FLASHGEN_CACHE_LOCK_TIMEOUT", "FLASHGEN_CACHE_READ_DIRS"}));
+                                          "FLASHGEN_CACHE_LOCK_TIMEOUT", "FLASHGEN_CACHE_READ_DIRS",
+                                          "FLASHGEN_PACKAGED_KERNELS"}));
 }
 
 TEST(Environment, ReadingAnUnregisteredNameIsAnInternalError) {

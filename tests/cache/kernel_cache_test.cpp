@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "runtime/cache_directory.h"
+#include "runtime/cuda_device.h"
 #include "runtime/environment.h"
 #include "runtime/kernel_cache.h"
 #include "tests/cache/cache_test_support.h"
@@ -252,6 +253,137 @@ TEST(KernelCache, ReadDirsComeFromTheEnvironment) {
   auto cache = tiny_cache(scratch.path() / "mine");
   EXPECT_TRUE(cache->get(spec).from_disk_cache);
   EXPECT_EQ(cache->stats().compiles, 0);
+}
+
+// Puts the tiny kernel of `spec` into the package `pkg` as NVRTC `nvrtc`'s set holds it: under
+// the key that release gives, its meta.json's log saying which set it is.
+void package_kernel(const fs::path& pkg, NvrtcVersion nvrtc, const KernelSpec& spec) {
+  ScratchDir scratch;
+  auto cache = tiny_cache(scratch.path());
+  cache->get(spec);
+  const std::string key = cache->key(spec, nvrtc);
+  const fs::path set = pkg / packaged_set_name(nvrtc);
+  const fs::path entry = set / fmt::format("{}-{}", spec.uri(), key.substr(0, 16));
+  fs::create_directories(set);
+  fs::copy(cache->entry_dir(spec), entry);
+  nlohmann::json meta = nlohmann::json::parse(read_bytes(entry / "meta.json"));
+  meta["key"] = key;
+  meta["nvrtc_version"] = nvrtc.str();
+  meta["log"] = "packaged by " + nvrtc.str();
+  fs::remove(entry / "meta.json");
+  write_bytes(entry / "meta.json", meta.dump());
+}
+
+// A cache over `dir` whose package is `pkg` (empty: none).
+std::unique_ptr<KernelCache> packaged_cache(const fs::path& dir, const fs::path& pkg, LogCapture* log = nullptr) {
+  KernelCacheOptions options;
+  options.dir = dir;
+  options.read_dirs.emplace();
+  options.packaged_kernels = pkg;
+  options.generate = [](const KernelSpec& s) { return testing_support::tiny_kernel(s); };
+  options.log = log ? log->sink() : [](LogLevel, const std::string&) {};
+  return std::make_unique<KernelCache>(options);
+}
+
+TEST(NvrtcVersion, ParsesMajorDotMinorOnly) {
+  EXPECT_EQ(NvrtcVersion::parse("13.0"), (NvrtcVersion{13, 0}));
+  EXPECT_EQ(NvrtcVersion::parse("12.9"), (NvrtcVersion{12, 9}));
+  EXPECT_EQ((NvrtcVersion{12, 10}).str(), "12.10");
+  for (const char* bad : {"", "13", "13.", ".0", "13.0.1", "x13.0", "13.0x", "13,0", "-1.0", "13.-1"})
+    EXPECT_EQ(NvrtcVersion::parse(bad), std::nullopt) << bad;
+  EXPECT_LT((NvrtcVersion{12, 9}), (NvrtcVersion{13, 0}));
+  EXPECT_EQ(packaged_set_name({13, 0}), "nvrtc-13.0");
+}
+
+TEST(KernelCache, APackagedSetServesItsKernelsByItsOwnReleasesKeyBeforeTheCacheDir) {
+  ScratchDir scratch;
+  const fs::path pkg = scratch.path() / "pkg", mine = scratch.path() / "mine";
+  unsigned seed;
+  const KernelSpec spec = random_spec(seed);
+  SCOPED_TRACE(fmt::format("seed {} spec {}", seed, spec.uri()));
+  package_kernel(pkg, {12, 4}, spec);
+  // Directories not named as a set are ignored, whatever they hold: here a newer release's set.
+  for (const char* name : {"nvrtc-13.0.1", "nvrtc-013.0", "kernels"}) {
+    package_kernel(scratch.path() / name, {13, 0}, spec);
+    fs::rename(scratch.path() / name / "nvrtc-13.0", pkg / name);
+  }
+  ASSERT_NE(tiny_cache(mine)->key(spec, {12, 4}), tiny_cache(mine)->key(spec, {13, 0})) << "the release is in the key";
+
+  LogCapture log;
+  auto cache = packaged_cache(mine, pkg, &log);
+  const CompiledKernel& k = cache->get(spec);
+  EXPECT_TRUE(k.from_disk_cache);
+  EXPECT_EQ(k.log, "packaged by 12.4");
+  EXPECT_EQ(cache->stats().packaged_hits, 1);
+  EXPECT_EQ(cache->stats().disk_hits, 1);
+  EXPECT_EQ(cache->stats().compiles, 0);
+  EXPECT_TRUE(log.warnings().empty()) << log.warnings().front();
+  EXPECT_FALSE(fs::exists(mine / cache->entry_name(spec))) << "a packaged kernel is not copied";
+  EXPECT_EQ(cache->get(spec).log, "packaged by 12.4");
+  EXPECT_EQ(cache->stats().memory_hits, 1);
+
+  // A kernel the package lacks compiles into the cache directory as ever.
+  KernelSpec absent = spec;
+  absent.block_n = spec.block_n == 16 ? 32 : 16;
+  EXPECT_FALSE(cache->get(absent).from_disk_cache);
+  EXPECT_EQ(cache->stats().compiles, 1);
+  EXPECT_TRUE(fs::exists(cache->entry_dir(absent) / "kernel.cubin"));
+  EXPECT_EQ(std::distance(fs::directory_iterator(pkg / "nvrtc-12.4"), fs::directory_iterator()), 1)
+      << "the package is never written";
+}
+
+TEST(KernelCache, TheNewestPackagedSetTheDriverCanLoadWins) {
+  ScratchDir scratch;
+  const fs::path pkg = scratch.path() / "pkg";
+  const KernelSpec spec;
+  package_kernel(pkg, {12, 4}, spec);
+  package_kernel(pkg, {99, 0}, spec);  // a CUDA no driver supports yet
+  auto cache = packaged_cache(scratch.path() / "mine", pkg);
+  // Without a driver nothing is loaded, so nothing is ruled out: the newest set serves.
+  EXPECT_EQ(cache->get(spec).log, cuda_available() ? "packaged by 12.4" : "packaged by 99.0");
+  EXPECT_EQ(cache->stats().compiles, 0);
+}
+
+TEST(KernelCache, APackagedSetIsReadWithThePackagesTrustAndVerified) {
+  ScratchDir scratch;
+  const fs::path pkg = scratch.path() / "pkg", mine = scratch.path() / "mine";
+  const KernelSpec spec;
+  package_kernel(pkg, {12, 4}, spec);
+  // pip installs with the user's umask: 002 leaves the package group-writable.
+  for (const auto& e : fs::recursive_directory_iterator(pkg))
+    fs::permissions(e.path(), fs::perms::group_write, fs::perm_options::add);
+  fs::permissions(pkg, fs::perms::group_write, fs::perm_options::add);
+  EXPECT_EQ(packaged_cache(mine, pkg)->get(spec).log, "packaged by 12.4");
+
+  // A damaged entry is skipped (said once), never repaired; the kernel compiles into `mine`.
+  const fs::path entry = *fs::directory_iterator(pkg / "nvrtc-12.4");
+  std::string cubin = read_bytes(entry / "kernel.cubin");
+  cubin[cubin.size() / 2] ^= 0x5a;
+  fs::remove(entry / "kernel.cubin");
+  write_bytes(entry / "kernel.cubin", cubin);
+  LogCapture log;
+  auto cache = packaged_cache(mine, pkg, &log);
+  EXPECT_FALSE(cache->get(spec).from_disk_cache);
+  EXPECT_EQ(cache->stats().compiles, 1);
+  EXPECT_EQ(cache->stats().corrupt_entries, 1);
+  ASSERT_EQ(log.warnings().size(), 1u);
+  EXPECT_THAT(log.warnings()[0], HasSubstr("read-only kernel cache " + (pkg / "nvrtc-12.4").string()));
+  EXPECT_EQ(read_bytes(entry / "kernel.cubin"), cubin);
+}
+
+TEST(KernelCache, ThePackageComesFromTheEnvironmentUnlessGivenOrSwitchedOff) {
+  ScratchDir scratch;
+  const fs::path pkg = scratch.path() / "pkg";
+  const KernelSpec spec;
+  package_kernel(pkg, {12, 4}, spec);
+  ScopedEnv env("FLASHGEN_PACKAGED_KERNELS", pkg.string());
+  EXPECT_EQ(packaged_kernels_from_env(), pkg);
+  EXPECT_TRUE(tiny_cache(scratch.path() / "a")->get(spec).from_disk_cache) << "nullopt: the environment's";
+  auto none = packaged_cache(scratch.path() / "b", fs::path());
+  EXPECT_FALSE(none->get(spec).from_disk_cache) << "empty: no package";
+  ScopedEnv no_disk("FLASHGEN_DISABLE_DISK_CACHE", "1");
+  auto memory_only = packaged_cache(scratch.path() / "c", pkg);
+  EXPECT_FALSE(memory_only->get(spec).from_disk_cache) << "no disk at all: no package either";
 }
 
 TEST(KernelCache, KeyDependsOnSourceOptionsEnvironmentAndArch) {

@@ -34,7 +34,10 @@ else
       exit 0
     fi
   fi
-  env -u FLASHGEN_LIBRARY "$builder" -m pip wheel --no-index --no-build-isolation --no-deps -w "$scratch/wheels" "$source"
+  # A small kernel set (the distributable wheel above ships the default one).
+  small_set="--head-dims 64 --dtypes bf16 --archs sm_90a --causal off --passes fwd"
+  env -u FLASHGEN_LIBRARY "$builder" -m pip wheel --no-index --no-build-isolation --no-deps -w "$scratch/wheels" \
+    --config-settings="cmake.define.FLASHGEN_PACKAGED_KERNELS=$small_set" "$source"
   tag=linux
 fi
 wheel=$(ls "$scratch"/wheels/flashgen-*.whl)
@@ -56,6 +59,24 @@ esac
 "$scratch/venv/bin/flashgen" --version
 "$scratch/venv/bin/flashgen" cache env | grep -q FLASHGEN_NVRTC_PATHS
 [ -x "$(dirname "$wheel_library")/_bin/flashgen" ] || { echo "the wheel carries no flashgen/_bin/flashgen" >&2; exit 1; }
+# The kernel set the wheel ships: one warmed directory per NVRTC release, every entry valid
+# (flashgen/kernels, docs/cache.md), found by the `flashgen` command as by `import flashgen`.
+packaged=$(dirname "$wheel_library")/kernels
+for set in $(ls "$packaged"); do
+  case "$set" in
+    nvrtc-[0-9]*.[0-9]*) ;;
+    *) echo "$packaged/$set: not a kernel set (nvrtc-<major>.<minor>)" >&2; exit 1 ;;
+  esac
+done
+stats=$(FLASHGEN_CACHE_DIR="$scratch/cache" "$scratch/venv/bin/flashgen" cache stats)
+echo "$stats" | grep -x "packaged kernels $packaged" >/dev/null &&
+  echo "$stats" | grep -E "^  NVRTC [0-9]+\.[0-9]+ +[1-9][0-9]* entries \(0 damaged" >/dev/null &&
+  ! echo "$stats" | grep -E "^  NVRTC .*\([1-9][0-9]* damaged" >/dev/null ||
+  { echo "the wheel's kernel sets are missing, damaged or not found by the flashgen command:" >&2
+    echo "$stats" >&2
+    exit 1; }
+echo "$stats" | grep -A9 "^packaged kernels"
+
 if [ "$mode" = manylinux ]; then
   exported=$(nm -D --defined-only "$wheel_library" | awk '{print $3}' | grep -v '^flashgen_' || true)
   [ -z "$exported" ] || { echo "the wheel's library exports more than its C API:" >&2; echo "$exported" | head >&2; exit 1; }

@@ -8,6 +8,7 @@
 
 #include "runtime/cache_directory.h"
 #include "runtime/environment.h"
+#include "runtime/kernel_cache.h"
 #include "runtime/kernel_json.h"
 #include "tools/flashgen/commands.h"
 
@@ -34,6 +35,24 @@ const char* state_text(EntryState state) {
   return "missing";
 }
 
+// The package's kernel sets (FLASHGEN_PACKAGED_KERNELS: the pip-installed command sets it),
+// searched before the cache directory: entries per NVRTC release.
+void packaged_stats() {
+  const std::filesystem::path root = packaged_kernels_from_env();
+  if (root.empty()) return;
+  std::string problem;
+  const std::vector<PackagedSetDir> sets = packaged_set_dirs(root, problem);
+  const std::string note = !problem.empty() ? fmt::format(" ({}: not used)", problem) : sets.empty() ? " (no set)" : "";
+  std::cout << fmt::format("packaged kernels {}{}\n", root.string(), note);
+  for (const PackagedSetDir& set : sets) {
+    size_t valid = 0, damaged = 0;
+    for (const EntryInfo& e : CacheDirectory(set.path, Trust::package).list())
+      (e.state == EntryState::valid ? valid : damaged) += 1;
+    std::cout << fmt::format("  NVRTC {:<8} {} entries ({} damaged: compiled instead)\n", set.nvrtc.str(),
+                             valid + damaged, damaged);
+  }
+}
+
 void stats(const std::string& dir) {
   const CacheDirectory cache(cache_root(dir));
   const auto entries = cache.list();
@@ -54,6 +73,7 @@ void stats(const std::string& dir) {
   std::cout << fmt::format("compile time     {:.1f} s (NVRTC time the cached kernels took)\n", compile_ms / 1000.0);
   if (disk_cache_disabled_by_env())
     std::cout << "disk cache       disabled by FLASHGEN_DISABLE_DISK_CACHE\n";
+  packaged_stats();
 }
 
 void ls(const std::string& dir) {

@@ -30,6 +30,7 @@ struct WarmOptions {
   std::vector<std::string> archs = {"sm_80", "sm_90a"};
   std::string window = "off", softcap = "off", deterministic = "off";
   std::string cache_dir;
+  std::string package;  // --package: a kernel set for a package, DIR/nvrtc-<version>
   std::string device;  // whose autotune winners to compile too (autotune.json in the directory)
   int threads = 0;
 };
@@ -138,9 +139,19 @@ void check_writable(const fs::path& dir) {
 
 enum class Outcome { failed, cached, compiled };
 
+// The directory to fill: --package's set for the NVRTC this process compiles with, else the cache's.
+fs::path warm_dir(const WarmOptions& o) {
+  if (!o.package.empty()) {
+    if (!o.cache_dir.empty())
+      throw Error(Status::invalid_argument, "--package: given with --cache-dir, expected one of them");
+    return fs::path(o.package) / packaged_set_name(loaded_nvrtc_version());
+  }
+  return o.cache_dir.empty() ? cache_dir_from_env() : fs::path(o.cache_dir);
+}
+
 void run_warm(const WarmOptions& o) {
   const auto start = std::chrono::steady_clock::now();
-  const fs::path dir = o.cache_dir.empty() ? cache_dir_from_env() : fs::path(o.cache_dir);
+  const fs::path dir = warm_dir(o);
   if (o.threads < 0)
     throw Error(Status::invalid_argument,
                 fmt::format("--threads: got {}, expected a count >= 1 (0: one per core)", o.threads));
@@ -152,6 +163,10 @@ void run_warm(const WarmOptions& o) {
   const LogSink base = default_log_sink();
   KernelCacheOptions options;
   options.dir = dir;
+  // Every kernel lands in `dir`: none is taken from elsewhere (the process that uses the
+  // directory may not have the others).
+  options.read_dirs.emplace();
+  options.packaged_kernels = fs::path();
   options.compile_threads = o.threads;
   options.log = [line, base, shown = log_level_from_env()](LogLevel level, const std::string& message) {
     if (level < shown) return;
@@ -240,6 +255,10 @@ void add_cache_warm(CLI::App& cache) {
   cmd->add_option("--cache-dir", o->cache_dir,
                   "the directory to warm (default: FLASHGEN_CACHE_DIR, else the default cache directory); an "
                   "autotune.json in it adds its winners' kernels");
+  cmd->add_option("--package", o->package,
+                  "warm a package's kernel set instead of a cache directory: DIR/nvrtc-<major>.<minor> for the NVRTC "
+                  "compiling (the runtime's RuntimeOptions::packaged_kernels or FLASHGEN_PACKAGED_KERNELS names DIR; "
+                  "the wheel ships one as flashgen/kernels)");
   cmd->add_option("--device", o->device,
                   "with autotune.json: the device whose winners to compile, its GPU name or key (default: the sole "
                   "device with winners for each arch)");
