@@ -2,13 +2,14 @@
 # Everything the GPU machine does, in one call: build, the `gpu` test label
 # (compute-sanitizer on small shapes included), the benchmarks against PyTorch SDPA, and a
 # short table last. Run there from the repo root (carry .deps, staged by
-# bench/stage-deps.sh). Usage: bench/device.sh [quick|full|extra|tests|bench|decode|long|train|tune|wheel]
+# bench/stage-deps.sh). Usage: bench/device.sh [quick|full|extra|tests|bench|decode|long|train|tune|wheel|cold]
 # (full: tests, autotune of the standard set, D 64/128 grid, long sequences; extra: D 96/256 grid and long sequences, no tests;
 # train: only examples/embed_cpp's GPU step, test_torch.py and examples/train_gpt.py, its table last;
 # tune: the autotune GPU tests and the cold/warm tuning of the standard set; wheel: the carried
 # dist/ manylinux wheel installed in a fresh venv and run on CUDA (no build); decode: only the decode rows
 # (bench/decode.py, also after compare_sdpa.py in every benchmark mode); long: only issue 14's long
-# sequences (flashgen, causal, N = 16k, 256k, 2^20, 2^21: a few minutes);
+# sequences (flashgen, causal, N = 16k, 256k, 2^20, 2^21: a few minutes); cold: issue 18's first-call
+# latency per variant (bench/cold_start.py), compiled and from the wheel's kernel set built here;
 # env FA4=1 adds FlashAttention-4 to the benchmarks, BENCH_ARGS passes compare_sdpa.py options)
 set -uo pipefail
 mode=${1:-quick}
@@ -46,6 +47,19 @@ targets=(flashgen_runtime flashgen label_gpu)  # label_gpu: every executable of 
 [[ $mode == train ]] && targets=(flashgen_runtime flashgen_runtime_static flashgen_compiler flashgen)
 ninja -C "$root/build" "${targets[@]}" >"$out/build.log" 2>&1 || { grep -E 'error|FAILED' "$out/build.log" | head -40; exit 1; }
 echo "built in $(( $(date +%s) - start )) s"
+
+if [[ $mode == cold ]]; then
+  echo "== cold start: first forward + first backward per variant, a fresh process and cache each =="
+  ninja -C "$root/build" flashgen_packaged_kernels >"$out/packaged.log" 2>&1 || { tail -30 "$out/packaged.log"; exit 1; }
+  grep -E '^(kernels|compiled|wall time) ' "$out/packaged.log"
+  export FLASHGEN_LIBRARY=$(ls "$root"/build/runtime/libflashgen.so* | head -1) PYTHONPATH=$root/python
+  echo "-- compiled at the first call --"
+  python3 "$root/bench/cold_start.py" --json "$out/cold_start.json" 2>&1 | tee "$out/cold.log"
+  echo "-- from the kernel set the wheel ships (build/packaged-kernels) --"
+  python3 "$root/bench/cold_start.py" --packaged "$root/build/packaged-kernels" --json "$out/cold_start_packaged.json" \
+    2>&1 | tee -a "$out/cold.log"
+  exit "${PIPESTATUS[0]}"
+fi
 
 if [[ $mode == train ]]; then
   echo "== examples/embed_cpp against a staging install (CPU step, then the GPU step) =="

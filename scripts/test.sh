@@ -18,6 +18,15 @@ if { [[ -x $nvrtc12_env/bin/python ]] || python3 -m venv "$nvrtc12_env" >/dev/nu
   if [[ -n $lib ]]; then nvrtc12=(-DFLASHGEN_TEST_NVRTC12="$lib"); fi
 fi
 
+# nvdisasm from pip (nvidia-cuda-nvdisasm, CUDA 13) in the same environment, for the SASS tests
+# (tests/compiler/sass_test.cpp: HGMMA and TMA in the sm_90a kernels, read without a GPU); on
+# PATH after everything else, so a toolkit's own comes first. Without it those tests skip.
+if [[ -x $nvrtc12_env/bin/python ]] &&
+   timeout 600 "$nvrtc12_env/bin/python" -m pip install -q nvidia-cuda-nvdisasm >/dev/null 2>&1; then
+  nvdisasm=$(ls "$nvrtc12_env"/lib/python3*/site-packages/nvidia/cu13/bin/nvdisasm 2>/dev/null | head -1 || true)
+  if [[ -n $nvdisasm ]]; then export PATH="$PATH:$(dirname "$nvdisasm")"; fi
+fi
+
 echo "== build (release) =="
 "$root/scripts/build.sh" "$root/build" "${nvrtc12[@]}"
 echo "== ctest (release) =="

@@ -97,6 +97,18 @@ def nvrtc_candidates(dirs=None):
     return [(os.path.join(d, relative), origin) for relative, origin in _PIP_NVRTC for d in dirs]
 
 
+# Where pip's CUDA wheels put the disassembler `flashgen dump --emit sass` runs
+# (nvidia-cuda-nvdisasm for CUDA 13).
+_PIP_TOOL_DIRS = ("nvidia/cu13/bin",)
+
+
+def pip_tool_directories(dirs=None):
+    """The bin directories of pip's CUDA wheels that hold nvdisasm, in site order."""
+    dirs = site_directories() if dirs is None else dirs
+    found = [os.path.join(d, relative) for relative in _PIP_TOOL_DIRS for d in dirs]
+    return [d for d in found if os.access(os.path.join(d, "nvdisasm"), os.X_OK)]
+
+
 def library():
     """The loaded library with every C API function declared, told where pip's NVRTC is."""
     global _lib

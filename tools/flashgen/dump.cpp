@@ -174,8 +174,8 @@ std::string disassemble(const CompiledKernel& k) {
   const auto tool = find_disassembler();
   if (!tool)
     return "// SASS unavailable: neither nvdisasm nor cuobjdump was found on PATH or in /usr/local/cuda/bin.\n"
-           "// Install the CUDA toolkit's binary utilities, or use --emit ptx / --out DIR and disassemble\n"
-           "// the written .cubin elsewhere.\n";
+           "// Install the CUDA toolkit's binary utilities (or `pip install nvidia-cuda-nvdisasm` and put its\n"
+           "// bin directory on PATH), or use --emit ptx / --out DIR and disassemble the .cubin elsewhere.\n";
   const fs::path cubin = fs::temp_directory_path() / fmt::format("flashgen-dump-{}-{}.cubin", ::getpid(), k.spec.uri());
   std::ofstream(cubin, std::ios::binary).write(k.cubin.data(), static_cast<std::streamsize>(k.cubin.size()));
   const std::string command = fmt::format("'{}' {} '{}' 2>&1", tool->first.string(), tool->second, cubin.string());
