@@ -1,14 +1,17 @@
 #include "runtime/kernel_dump.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <mutex>
 #include <set>
 
 #include "compiler/embedded_files.h"
+#include "runtime/environment.h"
 #include "runtime/kernel_json.h"
 #include "runtime/nvrtc_library.h"
 
@@ -82,6 +85,36 @@ std::filesystem::path write_kernel_dump(const std::filesystem::path& dump_dir, c
   };
   write_text(dir / "resources.json", resources.dump(2) + "\n");
   return dir;
+}
+
+std::optional<Disassembler> find_disassembler() {
+  const std::vector<std::filesystem::path> dirs = tool_search_path();
+  for (const auto& [tool, args] : {std::pair{"nvdisasm", "--print-code"}, std::pair{"cuobjdump", "-sass"}})
+    for (const std::filesystem::path& d : dirs)
+      if (::access((d / tool).c_str(), X_OK) == 0) return Disassembler{d / tool, args};
+  return std::nullopt;
+}
+
+std::optional<std::string> disassemble(const CompiledKernel& k) {
+  const auto tool = find_disassembler();
+  if (!tool) return std::nullopt;
+  const std::filesystem::path cubin =
+      std::filesystem::temp_directory_path() / fmt::format("flashgen-dump-{}-{}.cubin", ::getpid(), k.spec.uri());
+  std::ofstream(cubin, std::ios::binary).write(k.cubin.data(), static_cast<std::streamsize>(k.cubin.size()));
+  const std::string command = fmt::format("'{}' {} '{}' 2>&1", tool->tool.string(), tool->args, cubin.string());
+  std::string text;
+  int status = -1;
+  if (FILE* pipe = ::popen(command.c_str(), "r")) {
+    char buffer[4096];
+    for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) text.append(buffer, n);
+    status = ::pclose(pipe);
+  }
+  std::error_code ec;
+  std::filesystem::remove(cubin, ec);
+  if (status != 0)
+    throw Error(Status::internal, fmt::format("{} failed (status {}) on the cubin of {}:\n{}", tool->tool.string(),
+                                              status, k.spec.uri(), text));
+  return text;
 }
 
 }  // namespace flashgen

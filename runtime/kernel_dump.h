@@ -10,6 +10,7 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,5 +29,18 @@ std::string device_headers_dir_name();
 // Throws Error(internal) naming the path when it cannot be written.
 std::filesystem::path write_kernel_dump(const std::filesystem::path& dump_dir, const std::string& entry_name,
                                         const CompiledKernel& kernel, const std::vector<std::string>& nvrtc_flags);
+
+// A disassembler of cubins and its arguments: nvdisasm (--print-code) or cuobjdump (-sass),
+// the first found on PATH or in the toolkit's bin directory (pip's nvidia-cuda-nvdisasm once
+// its bin directory is on PATH); nullopt where there is none.
+struct Disassembler {
+  std::filesystem::path tool;
+  std::string args;
+};
+std::optional<Disassembler> find_disassembler();
+
+// The SASS of `kernel`'s cubin (`flashgen dump --emit sass`, the SASS tests); nullopt where no
+// disassembler is found. Throws Error(internal) with its output when the tool fails.
+std::optional<std::string> disassemble(const CompiledKernel& kernel);
 
 }  // namespace flashgen

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <charconv>
 #include <chrono>
 #include <memory>
 
@@ -65,20 +64,6 @@ const DeviceHeaders& device_headers() {
 
 CompileOptions CompileOptions::from_environment(bool keep_ptx) {
   return CompileOptions{.keep_ptx = keep_ptx, .extra_flags = nvrtc_flags_from_env()};
-}
-
-std::string NvrtcVersion::str() const { return fmt::format("{}.{}", major, minor); }
-
-std::optional<NvrtcVersion> NvrtcVersion::parse(std::string_view text) {
-  const auto number = [](std::string_view digits, int& out) {
-    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string_view::npos) return false;
-    return std::from_chars(digits.data(), digits.data() + digits.size(), out).ec == std::errc();
-  };
-  const size_t dot = text.find('.');
-  NvrtcVersion v;
-  if (dot == std::string_view::npos || !number(text.substr(0, dot), v.major) || !number(text.substr(dot + 1), v.minor))
-    return std::nullopt;
-  return v;
 }
 
 NvrtcVersion loaded_nvrtc_version() {

@@ -1,14 +1,13 @@
 // CUDA source -> cubin through NVRTC, with the ptxas resource report parsed.
 #pragma once
 
-#include <compare>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "compiler/codegen.h"
 #include "compiler/kernel_spec.h"
+#include "runtime/nvrtc_version.h"
 
 namespace flashgen {
 
@@ -49,16 +48,6 @@ struct CompileOutput {
   std::string log;    // NVRTC diagnostics + the ptxas -v report
   KernelResources resources;
   double compile_ms = 0;
-};
-
-// An NVRTC release: the option list and the cache key depend on it.
-struct NvrtcVersion {
-  int major = 0, minor = 0;
-  std::string str() const;  // "13.0"
-  // "13.0" -> {13, 0}; nullopt for anything else.
-  static std::optional<NvrtcVersion> parse(std::string_view text);
-  friend bool operator==(const NvrtcVersion&, const NvrtcVersion&) = default;
-  friend auto operator<=>(const NvrtcVersion&, const NvrtcVersion&) = default;
 };
 
 // The exact NVRTC option list for `arch` with NVRTC `nvrtc` (part of the cache key).

@@ -9,6 +9,7 @@
 #include "flashgen/flashgen.hpp"
 #include "runtime/cuda_driver.h"
 #include "runtime/environment.h"
+#include "runtime/nvrtc_version.h"
 
 namespace flashgen {
 
@@ -67,7 +68,7 @@ LibraryState& state() {
 
 }  // namespace
 
-std::string NvrtcLibrary::version() const { return fmt::format("{}.{}", major, minor); }
+std::string NvrtcLibrary::version() const { return NvrtcVersion{major, minor}.str(); }
 
 NvrtcSearch NvrtcSearch::from_process() {
   NvrtcSearch s;

@@ -1,22 +1,20 @@
 // The machine code of the kernels the runtime selects on sm_90a, read without a GPU: NVRTC
-// compiles them here and nvdisasm (the toolkit's, or pip's nvidia-cuda-nvdisasm on PATH, which
-// scripts/test.sh installs) disassembles the cubins. A Hopper kernel showing mma.sync (HMMA)
+// compiles them here and the dump's disassembler (the toolkit's, or pip's nvidia-cuda-nvdisasm
+// on PATH, which scripts/test.sh installs) reads the cubins. A Hopper kernel showing mma.sync (HMMA)
 // instead of wgmma (HGMMA), or no TMA, is on the slow path; one touching local memory spills.
 // Skipped, saying so, where no disassembler is found.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <optional>
 #include <string>
 
 #include "compiler/kernel_selection.h"
-#include "runtime/environment.h"
+#include "runtime/kernel_dump.h"
 #include "runtime/nvrtc_compiler.h"
 
 namespace flashgen::test {
@@ -24,26 +22,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::optional<fs::path> find_nvdisasm() {
-  for (const fs::path& dir : tool_search_path())
-    if (::access((dir / "nvdisasm").c_str(), X_OK) == 0) return dir / "nvdisasm";
-  return std::nullopt;
-}
+constexpr const char* kNoDisassembler =
+    "no nvdisasm or cuobjdump on PATH or in /usr/local/cuda/bin (pip install nvidia-cuda-nvdisasm)";
 
-// The SASS of spec's kernel as compiled by NVRTC: nvdisasm's listing of its cubin.
-std::string sass_of(const fs::path& nvdisasm, const KernelSpec& spec) {
-  const CompiledKernel k = compile_kernel(spec);
-  const fs::path cubin = fs::temp_directory_path() / fmt::format("flashgen-sass-{}-{}.cubin", ::getpid(), spec.uri());
-  std::ofstream(cubin, std::ios::binary).write(k.cubin.data(), static_cast<std::streamsize>(k.cubin.size()));
-  std::string text;
-  if (FILE* pipe = ::popen(fmt::format("'{}' --print-code '{}' 2>&1", nvdisasm.string(), cubin.string()).c_str(), "r")) {
-    char buffer[4096];
-    for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) text.append(buffer, n);
-    EXPECT_EQ(::pclose(pipe), 0) << spec.uri() << ": nvdisasm failed:\n" << text.substr(0, 2000);
-  }
-  fs::remove(cubin);
-  return text;
-}
+// The SASS of spec's kernel as compiled by NVRTC (the dump's disassembler).
+std::string sass_of(const KernelSpec& spec) { return disassemble(compile_kernel(spec)).value_or(""); }
 
 ProblemKey problem(int head_dim, bool causal, long long seqlen) {
   ProblemKey p;
@@ -66,31 +49,29 @@ void expect_ops(const std::string& sass, const KernelSpec& s, std::initializer_l
 // no local memory (LDL/STL: spills), in every length bucket (persistent or not, O staged apart
 // or over the V ring).
 TEST(Sass, HopperForwardUsesTmaAndWgmma) {
-  const auto nvdisasm = find_nvdisasm();
-  if (!nvdisasm) GTEST_SKIP() << "no nvdisasm on PATH or in /usr/local/cuda/bin (pip install nvidia-cuda-nvdisasm)";
+  if (!find_disassembler()) GTEST_SKIP() << kNoDisassembler;
   for (const auto& [head_dim, causal] : {std::pair{64, true}, {96, false}, {128, false}, {128, true}, {256, true}})
     for (long long seqlen : {1024LL, 16384LL}) {
       const KernelSpec s = select_forward_kernels(problem(head_dim, causal, seqlen), Arch::sm_90a).at(0);
       EXPECT_TRUE(s.warp_specialized()) << s.uri();
-      expect_ops(sass_of(*nvdisasm, s), s, {"HGMMA", "UTMALDG", "UTMASTG", "SYNCS"}, {"HMMA", "LDL", "STL"});
+      expect_ops(sass_of(s), s, {"HGMMA", "UTMALDG", "UTMASTG", "SYNCS"}, {"HMMA", "LDL", "STL"});
     }
 }
 
 // The dK/dV kernel: wgmma, TMA loads, mbarrier waits, dQ added by TMA reductions (UTMAREDG)
 // rather than by atomics from the registers (RED); no mma.sync, no local memory.
 TEST(Sass, HopperDkdvUsesTmaReductionsAndWgmma) {
-  const auto nvdisasm = find_nvdisasm();
-  if (!nvdisasm) GTEST_SKIP() << "no nvdisasm on PATH or in /usr/local/cuda/bin (pip install nvidia-cuda-nvdisasm)";
+  if (!find_disassembler()) GTEST_SKIP() << kNoDisassembler;
   for (const auto& [head_dim, causal] : {std::pair{64, true}, {96, false}, {128, false}, {128, true}, {256, true}}) {
     const KernelSpec s = select_backward_kernels(problem(head_dim, causal, 4096), Arch::sm_90a).at(1);
     EXPECT_TRUE(s.warp_specialized()) << s.uri();
-    expect_ops(sass_of(*nvdisasm, s), s, {"HGMMA", "UTMALDG", "UTMAREDG", "SYNCS"}, {"HMMA", "RED.E.", "LDL", "STL"});
+    expect_ops(sass_of(s), s, {"HGMMA", "UTMALDG", "UTMAREDG", "SYNCS"}, {"HMMA", "RED.E.", "LDL", "STL"});
   }
 }
 
 // `flashgen dump --emit sass` finds the same disassembler and prints its listing.
 TEST(Sass, DumpPrintsTheListing) {
-  if (!find_nvdisasm()) GTEST_SKIP() << "no nvdisasm on PATH or in /usr/local/cuda/bin (pip install nvidia-cuda-nvdisasm)";
+  if (!find_disassembler()) GTEST_SKIP() << kNoDisassembler;
   const fs::path out = fs::temp_directory_path() / fmt::format("flashgen-sass-dump-{}.txt", ::getpid());
   const std::string command = fmt::format("'{}' dump --pass fwd --head-dim 64 --arch sm_90a --emit sass >'{}' 2>&1",
                                           FLASHGEN_CLI, out.string());

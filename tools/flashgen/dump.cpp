@@ -161,37 +161,11 @@ std::vector<KernelSpec> specs_to_dump(const DumpOptions& o, bool schedule = fals
   return specs;
 }
 
-// nvdisasm or cuobjdump, from PATH or the toolkit's bin directory.
-std::optional<std::pair<fs::path, std::string>> find_disassembler() {
-  const std::vector<fs::path> dirs = tool_search_path();
-  for (const auto& [tool, args] : {std::pair{"nvdisasm", "--print-code"}, std::pair{"cuobjdump", "-sass"}})
-    for (const fs::path& d : dirs)
-      if (::access((d / tool).c_str(), X_OK) == 0) return std::pair{d / tool, std::string(args)};
-  return std::nullopt;
-}
-
-std::string disassemble(const CompiledKernel& k) {
-  const auto tool = find_disassembler();
-  if (!tool)
-    return "// SASS unavailable: neither nvdisasm nor cuobjdump was found on PATH or in /usr/local/cuda/bin.\n"
-           "// Install the CUDA toolkit's binary utilities (or `pip install nvidia-cuda-nvdisasm` and put its\n"
-           "// bin directory on PATH), or use --emit ptx / --out DIR and disassemble the .cubin elsewhere.\n";
-  const fs::path cubin = fs::temp_directory_path() / fmt::format("flashgen-dump-{}-{}.cubin", ::getpid(), k.spec.uri());
-  std::ofstream(cubin, std::ios::binary).write(k.cubin.data(), static_cast<std::streamsize>(k.cubin.size()));
-  const std::string command = fmt::format("'{}' {} '{}' 2>&1", tool->first.string(), tool->second, cubin.string());
-  std::string text;
-  int status = -1;
-  if (FILE* pipe = ::popen(command.c_str(), "r")) {
-    char buffer[4096];
-    for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) text.append(buffer, n);
-    status = ::pclose(pipe);
-  }
-  std::error_code ec;
-  fs::remove(cubin, ec);
-  if (status != 0)
-    throw Error(Status::internal, fmt::format("{} failed (status {}) on the cubin of {}:\n{}", tool->first.string(),
-                                              status, k.spec.uri(), text));
-  return text;
+std::string sass_text(const CompiledKernel& k) {
+  if (auto text = disassemble(k)) return *text;
+  return "// SASS unavailable: neither nvdisasm nor cuobjdump was found on PATH or in /usr/local/cuda/bin.\n"
+         "// Install the CUDA toolkit's binary utilities (or `pip install nvidia-cuda-nvdisasm` and put its\n"
+         "// bin directory on PATH), or use --emit ptx / --out DIR and disassemble the .cubin elsewhere.\n";
 }
 
 std::string resources_text(const CompiledKernel& k, const std::vector<std::string>& flags) {
@@ -357,7 +331,7 @@ void run_dump(const DumpOptions& o) {
     if (!compile) continue;
     const CompiledKernel k = compile_kernel(spec, source, options);
     if (stages.count("ptx")) emit(o, uri, "ptx", ".ptx", k.ptx);
-    if (stages.count("sass")) emit(o, uri, "sass", ".sass", disassemble(k));
+    if (stages.count("sass")) emit(o, uri, "sass", ".sass", sass_text(k));
     if (stages.count("resources")) {
       emit(o, uri, "resources", ".json", resources_text(k, nvrtc_options(spec.arch, options)));
       if (!o.out_dir.empty()) emit(o, uri, "compile log", ".log", k.log);
