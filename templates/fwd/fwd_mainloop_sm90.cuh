@@ -48,6 +48,11 @@ struct FwdMainloopSm90 {
   static constexpr int kColBlocks = Cfg::kHeadDimCols / 64;  // TMA boxes of 64 columns per tile
   // Ping-pong (FA3's rule): at d > 128 O leaves too few registers for it to pay.
   static constexpr bool kPingPong = kConsumers >= 2 && Cfg::kHeadDimPadded <= 128;
+  // Above d64, O takes each tile's correction right before the next P.V is issued and the P.V
+  // is waited for only after the softmax (FA3's RescaleOBeforeGemm): +3-10 % at d128/d256. At
+  // d64 (three warpgroups of 64 rows) the old order, rescale after the wait, is 2-7 % faster
+  // (docs/perf-notes.md, "The forward's P.V under the softmax, measured").
+  static constexpr bool kRescaleBeforePv = Cfg::kHeadDimPadded > 64;
   static_assert(Cfg::kBlockM % 64 == 0 && Cfg::kBlockN % 16 == 0 && Cfg::kBlockN <= 256, "wgmma tile shape");
 
   using Pipeline = TmaPipeline<Cfg::kStages, kConsumers>;  // one release per consumer warpgroup
@@ -190,15 +195,23 @@ struct FwdMainloopSm90 {
     k_st.advance(Cfg::kStages);
     if (n == n_begin) release_q(leader);  // the last product reading Q has retired
     float corr[1][2];
-    scores_to_p(n, corr);  // o is zero: nothing to rescale
+    scores_to_p(n, corr);
+    // o is zero: nothing to rescale
+    if constexpr (kRescaleBeforePv) corr[0][0] = corr[0][1] = 1.0f;
     to_a(pa, s[0]);
 
-    // Steady state: the scores of tile n under the P.V of tile n + 1.
+    // Steady state: the scores of tile n under the P.V of tile n + 1. O takes tile n + 1's
+    // correction just before its P.V is issued (FA3's RescaleOBeforeGemm), so that nothing
+    // but the P conversion waits for the P.V.
     for (n = n_end - 2; n >= n_begin; --n) {
       scheduler_wait(wg);
       k_pipe.consumer_wait(k_st);
       wgmma_fence();
       scores(s[0], s_k + k_st.index * Layout::KV::kBytes, q_row0);
+      if constexpr (kRescaleBeforePv) {
+        Ledger::rescale(o, corr);
+        wgmma_fence();  // the rescaled O is the P.V's accumulator
+      }
       v_pipe.consumer_wait(v_st);
       p_v(o[0], pa, s_v + v_st.index * Layout::KV::kBytes);
       scheduler_pass(wg, false);
@@ -208,18 +221,25 @@ struct FwdMainloopSm90 {
       k_st.advance(Cfg::kStages);
       if (n == n_begin) release_q(leader);
       scores_to_p(n, corr);
+      // A basic-block boundary ptxas does not schedule across (the branch is never taken: n is
+      // a tile index, below seqlen_k): without it ptxas hoists the P.V wait above the softmax
+      // to interleave the P conversion with the exponentials, and the P.V no longer runs
+      // under this warpgroup's softmax (docs/perf-notes.md, "Where the forward's P.V wait lands").
+      if constexpr (kRescaleBeforePv)
+        if (n == p.seqlen_k) __nanosleep(0);
       wgmma_wait<0>();
       wgmma_fence_operand(o);
       wgmma_fence_operand(pa);
       v_pipe.consumer_release(v_st, leader);
       v_st.advance(Cfg::kStages);
-      Ledger::rescale(o, corr);
+      if constexpr (!kRescaleBeforePv) Ledger::rescale(o, corr);
       to_a(pa, s[0]);
     }
 
     // The oldest tile's P.V.
     scheduler_wait(wg);
     v_pipe.consumer_wait(v_st);
+    if constexpr (kRescaleBeforePv) Ledger::rescale(o, corr);
     wgmma_fence();
     p_v(o[0], pa, s_v + v_st.index * Layout::KV::kBytes);
     scheduler_pass(wg, true);

@@ -58,6 +58,28 @@ TEST(Sass, HopperForwardUsesTmaAndWgmma) {
     }
 }
 
+// Above d64 the forward's steady-state loop waits for the scores (leaving the P.V of the tile
+// before in flight: `gsb0, 0x1`) and for the P.V (`gsb0, 0x0`) with the softmax's exponentials
+// between the two, so the P.V runs under the warpgroup's own softmax. ptxas hoists the second
+// wait above the exponentials unless a block boundary stops it (fwd_mainloop_sm90.cuh,
+// kRescaleBeforePv); a thread exponentiates block_n / 2 scores per tile (two rows).
+TEST(Sass, HopperForwardRunsThePvUnderTheSoftmax) {
+  if (!find_disassembler()) GTEST_SKIP() << kNoDisassembler;
+  for (const auto& [head_dim, causal] : {std::pair{96, false}, {128, false}, {128, true}, {256, false}, {256, true}})
+    for (long long seqlen : {1024LL, 16384LL}) {
+      const KernelSpec s = select_forward_kernels(problem(head_dim, causal, seqlen), Arch::sm_90a).at(0);
+      const std::string sass = sass_of(s);
+      const size_t scores_wait = sass.find("WARPGROUP.DEPBAR.LE gsb0, 0x1");
+      ASSERT_NE(scores_wait, std::string::npos) << s.uri() << ": no wait leaving a product in flight";
+      const size_t pv_wait = sass.find("WARPGROUP.DEPBAR.LE gsb0, 0x0", scores_wait);
+      ASSERT_NE(pv_wait, std::string::npos) << s.uri() << ": no P.V wait after the scores' wait";
+      int exponentials = 0;
+      for (size_t at = sass.find("MUFU.EX2", scores_wait); at < pv_wait; at = sass.find("MUFU.EX2", at + 1))
+        ++exponentials;
+      EXPECT_GE(exponentials, s.block_n / 2) << s.uri() << ": the P.V wait sits above the softmax";
+    }
+}
+
 // The dK/dV kernel: wgmma, TMA loads, mbarrier waits, dQ added by TMA reductions (UTMAREDG)
 // rather than by atomics from the registers (RED); no mma.sync, no local memory.
 TEST(Sass, HopperDkdvUsesTmaReductionsAndWgmma) {
