@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
 """Same-process-series A/B of kernel variants selected by FLASHGEN_NVRTC_FLAGS (-D macros):
 flashgen backward (and forward) TFLOP/s per variant, one subprocess per variant.
-    python3 bench/ab_variants.py --variants "A=-DX=0;B=-DX=1" --dims 64,128 --seqlens 4096,16384
+    python3 bench/ab_variants.py --variants "A=-DX=0;B=-DX=1" --dims 64,128 --seqlens 4096,16384 --rounds 3
 A variant may also set FLASHGEN_* variables, e.g. "old=FLASHGEN_LIBRARY=/tmp/base/libflashgen.so;new=".
+--rounds R runs the whole list R times in turn (A B A B ...) and ends with each variant's mean
+over its rounds against the first variant's, with the first variant's spread: on a GPU whose
+run-to-run noise is +-5-8 % per cell (the H100 machines), one round cannot tell a 5 % change.
 """
+import statistics
 import argparse, json, os, re, subprocess, sys, time
 
 def child(args):
@@ -43,6 +47,7 @@ def main():
     p.add_argument("--causal", default="0,1")
     p.add_argument("--rep", type=int, default=40)
     p.add_argument("--timeout", type=int, default=150, help="seconds per variant (a hung kernel ends its variant)")
+    p.add_argument("--rounds", type=int, default=1, help="the variant list run this many times in turn")
     p.add_argument("--child", action="store_true")
     a = p.parse_args()
     a.dims = [int(x) for x in a.dims.split(",")]
@@ -51,8 +56,11 @@ def main():
     if a.child:
         return child(a)
     results = {}
-    for spec in a.variants.split(";"):
+    specs = a.variants.split(";")
+    for round_, spec in ((r, s) for r in range(a.rounds) for s in specs):
         name, flags = spec.split("=", 1)
+        if a.rounds > 1:
+            name += f"#{round_ + 1}"
         # Words NAME=value with an upper-case FLASHGEN_ name set that variable (e.g. another
         # build's FLASHGEN_LIBRARY); the other words are the variant's NVRTC flags.
         words = flags.split()
@@ -81,6 +89,26 @@ def main():
             continue
         cells = [f"{1e3 * results[n][i]['first_fwd']:6.0f} / {1e3 * results[n][i]['first_bwd']:6.0f}" for n in names]
         print(f"{row['d']:4} {row['causal']} {row['n']:5} | " + " | ".join(cells))
+    if a.rounds > 1:
+        summarize(results, [s.split("=", 1)[0] for s in specs])
+
+def summarize(results, bases):
+    """Each variant's mean over its rounds, as a change against the first variant's mean, and the
+    first variant's own spread ((max - min) / mean over its rounds): changes inside it are noise."""
+    rounds = {b: [results[n] for n in results if n.split("#")[0] == b] for b in bases}
+    if not rounds[bases[0]]:
+        return
+    print(f"mean over rounds; change against {bases[0]} (fwd / bwd), {bases[0]}'s own spread last:")
+    for i, row in enumerate(rounds[bases[0]][0]):
+        def mean(b, key):
+            return statistics.mean(r[i][key] for r in rounds[b]) if rounds[b] else float("nan")
+        ref = {k: mean(bases[0], k) for k in ("fwd", "bwd")}
+        cells = [f"{100 * (mean(b, 'fwd') / ref['fwd'] - 1):+5.1f} / {100 * (mean(b, 'bwd') / ref['bwd'] - 1):+5.1f} %"
+                 for b in bases[1:]]
+        spread = [100 * (max(r[i][k] for r in rounds[bases[0]]) - min(r[i][k] for r in rounds[bases[0]])) / ref[k]
+                  for k in ("fwd", "bwd")]
+        print(f"{row['d']:4} {row['causal']} {row['n']:5} | {ref['fwd']:5.0f} / {ref['bwd']:5.0f} | " + " | ".join(cells)
+              + f" | spread {spread[0]:4.1f} / {spread[1]:4.1f} %")
 
 if __name__ == "__main__":
     main()
