@@ -12,7 +12,9 @@ GPU machine (torch with CUDA):
     FLASHGEN_LIBRARY=build/runtime/libflashgen.so PYTHONPATH=python python3 bench/cold_start.py
 With --packaged DIR the processes also have a package's kernel set (`ninja flashgen_packaged_kernels`
 builds the wheel's into build/packaged-kernels): the first call of a variant it holds loads
-its kernels instead of compiling them. Without it no package is used.
+its kernels instead of compiling them. Without it no package is used. With --substitute too, a
+variant the set lacks runs its first calls on the set's kernels of the next head-dim class over
+zero-padded copies while its own compile (FLASHGEN_SUBSTITUTE_KERNELS=1).
 CPU machine (no GPU): the compile wall of each variant's kernels with `flashgen cache warm`
 into an empty directory (forward, backward, both), the part of the cold start a GPU adds
 nothing to:
@@ -88,14 +90,15 @@ def run_gpu(args):
         for prepare in (True, False):
             with tempfile.TemporaryDirectory(prefix="flashgen-cold-") as cache:
                 env = dict(os.environ, FLASHGEN_CACHE_DIR=cache, FLASHGEN_AUTOTUNE="off",
-                           FLASHGEN_PACKAGED_KERNELS=args.packaged or "")
+                           FLASHGEN_PACKAGED_KERNELS=args.packaged or "",
+                           FLASHGEN_SUBSTITUTE_KERNELS="1" if args.substitute else "0")
                 out = subprocess.run([sys.executable, __file__, "--child", name, "--prepare", str(int(prepare))],
                                      env=env, capture_output=True, text=True, timeout=600)
             if out.returncode != 0:
                 print(f"{name}: failed\n{out.stderr[-2000:]}", file=sys.stderr)
                 return 1
             r = json.loads(out.stdout.strip().splitlines()[-1])
-            r.update(variant=name, prepare=prepare, packaged=args.packaged)
+            r.update(variant=name, prepare=prepare, packaged=args.packaged, substitute=args.substitute)
             rows.append(r)
             print(f"{name:22s} prepare={int(prepare)}  first fwd {r['first_fwd_ms']:7.0f} ms  first bwd "
                   f"{r['first_bwd_ms']:7.0f} ms  total {r['first_fwd_ms'] + r['first_bwd_ms']:7.0f} ms  "
@@ -139,6 +142,8 @@ def main():
     p.add_argument("--cli", default=str(ROOT / "build" / "tools" / "flashgen"), help="the flashgen CLI (--cpu)")
     p.add_argument("--json", help="also write the results here")
     p.add_argument("--packaged", help="a package's kernel set for the GPU runs (FLASHGEN_PACKAGED_KERNELS)")
+    p.add_argument("--substitute", action="store_true",
+                   help="with --packaged: the next head-dim class's kernels stand in while a variant compiles")
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--prepare", type=int, default=1, help=argparse.SUPPRESS)
     args = p.parse_args()

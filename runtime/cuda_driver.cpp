@@ -72,6 +72,7 @@ CudaDriver load_driver() {
   FLASHGEN_RESOLVE(cuMemcpyHtoD);
   FLASHGEN_RESOLVE(cuMemcpyDtoH);
   FLASHGEN_RESOLVE(cuMemcpy2D);
+  FLASHGEN_RESOLVE(cuMemcpy3DAsync);
   FLASHGEN_RESOLVE(cuMemGetInfo);
   FLASHGEN_RESOLVE(cuDeviceGetMemPool);
   FLASHGEN_RESOLVE(cuMemPoolGetAttribute);
@@ -87,6 +88,7 @@ CudaDriver load_driver() {
   FLASHGEN_RESOLVE(cuStreamCreate);
   FLASHGEN_RESOLVE(cuStreamDestroy);
   FLASHGEN_RESOLVE(cuStreamBeginCapture);
+  FLASHGEN_RESOLVE(cuStreamIsCapturing);
   FLASHGEN_RESOLVE(cuStreamEndCapture);
   FLASHGEN_RESOLVE(cuGraphInstantiateWithFlags);
   FLASHGEN_RESOLVE(cuGraphLaunch);

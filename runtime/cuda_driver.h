@@ -38,6 +38,7 @@ struct CudaDriver {
   CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void*, size_t);
   CUresult (*cuMemcpyDtoH)(void*, CUdeviceptr, size_t);
   CUresult (*cuMemcpy2D)(const CUDA_MEMCPY2D*);
+  CUresult (*cuMemcpy3DAsync)(const CUDA_MEMCPY3D*, CUstream);
   CUresult (*cuMemGetInfo)(size_t*, size_t*);
   CUresult (*cuDeviceGetMemPool)(CUmemoryPool*, CUdevice);
   CUresult (*cuMemPoolGetAttribute)(CUmemoryPool, CUmemPool_attribute, void*);
@@ -55,6 +56,7 @@ struct CudaDriver {
   CUresult (*cuStreamCreate)(CUstream*, unsigned int);
   CUresult (*cuStreamDestroy)(CUstream);
   CUresult (*cuStreamBeginCapture)(CUstream, CUstreamCaptureMode);
+  CUresult (*cuStreamIsCapturing)(CUstream, CUstreamCaptureStatus*);
   CUresult (*cuStreamEndCapture)(CUstream, CUgraph*);
   CUresult (*cuGraphInstantiateWithFlags)(CUgraphExec*, CUgraph, unsigned long long);
   CUresult (*cuGraphLaunch)(CUgraphExec, CUstream);

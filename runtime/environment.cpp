@@ -32,6 +32,10 @@ constexpr EnvVar kRegistry[] = {
      "the kernel set a package ships (the pip-installed `flashgen` command passes the wheel's flashgen/kernels): "
      "one warmed directory per NVRTC release, nvrtc-<major>.<minor>, searched first and loaded without NVRTC; never "
      "written"},
+    {"FLASHGEN_SUBSTITUTE_KERNELS", EnvEffect::neutral, "(unset)",
+     "1/true/on/yes: while a variant's own kernels compile, run its dense calls on the next head-dim class's "
+     "kernels (64, 128, 256) over zero-padded copies; 0/false/off/no: wait for the compile; unset: "
+     "RuntimeOptions::substitute_while_compiling"},
     {"FLASHGEN_DISABLE_DISK_CACHE", EnvEffect::neutral, "0",
      "1/true/on/yes: keep compiled kernels in memory only (no reads or writes of the cache directory); "
      "0/false/off/no: use it (any case)"},
@@ -245,6 +249,7 @@ std::vector<std::string> environment_problems() {
     }
   };
   check(disk_cache_disabled_by_env);
+  check([] { return env_flag("FLASHGEN_SUBSTITUTE_KERNELS"); });
   check(autotune_policy_from_env);
   check(log_level_from_env);
   check(cache_lock_timeout_from_env);

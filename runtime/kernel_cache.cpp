@@ -348,36 +348,45 @@ struct KernelCache::Impl {
     }
   }
 
-  // Memory miss: disk entry, else compile under the key's cross-process lock.
-  void resolve(const KernelSpec& spec, Slot& s) {
-    const GeneratedSource src = source_for(spec);
+  // What a lookup without compiling learnt of the cache directory's entry.
+  struct Lookup {
+    std::optional<CompiledKernel> kernel;
+    bool damage_reported = false;
+    EntryState state = EntryState::missing;
+  };
+
+  // Memory miss, no compile: the package's entry, else the cache directory's (when trusted),
+  // else a read-only directory's. Leaves the slot's key and entry name those of the loaded
+  // NVRTC, which a compile stores under.
+  Lookup look_up(const KernelSpec& spec, const GeneratedSource& src, Slot& s) {
+    Lookup l;
     if (disk_enabled) {
-      if (auto k = from_package(spec, src, s)) {
-        s.kernel = std::move(*k);
-        return;
-      }
+      if ((l.kernel = from_package(spec, src, s))) return l;
     }
     s.key = key_for(spec, src, loaded_nvrtc_version());
     s.entry_name = entry_name(spec, s.key);
-    if (!disk_enabled) {
+    if (!disk_enabled) return l;
+    if (trusted()) {
+      if ((l.kernel = read_entry(disk, spec, src, s, l.damage_reported, l.state))) return l;
+    }
+    l.kernel = from_read_dirs(spec, src, s);  // before any lock: nothing is written for it
+    return l;
+  }
+
+  // Memory miss: an entry (look_up), else compile under the key's cross-process lock.
+  void resolve(const KernelSpec& spec, Slot& s) {
+    const GeneratedSource src = source_for(spec);
+    Lookup l = look_up(spec, src, s);
+    if (l.kernel) {
+      s.kernel = std::move(*l.kernel);
+      return;
+    }
+    if (!disk_enabled || !trusted()) {
       s.kernel = compile_now(spec, src, s);
       return;
     }
-    if (!trusted()) {
-      auto k = from_read_dirs(spec, src, s);
-      s.kernel = k ? std::move(*k) : compile_now(spec, src, s);
-      return;
-    }
-    bool damage_reported = false;
-    EntryState state;
-    if (auto k = read_entry(disk, spec, src, s, damage_reported, state)) {
-      s.kernel = std::move(*k);
-      return;
-    }
-    if (auto k = from_read_dirs(spec, src, s)) {  // before the lock: nothing is written for it
-      s.kernel = std::move(*k);
-      return;
-    }
+    bool& damage_reported = l.damage_reported;
+    EntryState& state = l.state;
     std::optional<FileLock> lock;
     if (state != EntryState::untrusted && writable()) lock = lock_entry(spec, s);
     if (lock) {
@@ -390,6 +399,21 @@ struct KernelCache::Impl {
     }
     s.kernel = compile_now(spec, src, s);
     if (lock) store(s.kernel, s);
+  }
+
+  // The kernel if it is in memory or has an entry; nullptr (and nothing compiled) otherwise,
+  // also while another thread resolves it.
+  const CompiledKernel* find(const KernelSpec& spec) {
+    Slot& s = slot(spec);
+    if (s.ready.load(std::memory_order_acquire)) return &s.kernel;
+    std::unique_lock lock(s.mutex, std::try_to_lock);
+    if (!lock.owns_lock()) return nullptr;
+    if (s.ready.load(std::memory_order_acquire)) return &s.kernel;
+    Lookup l = look_up(spec, source_for(spec), s);
+    if (!l.kernel) return nullptr;
+    s.kernel = std::move(*l.kernel);
+    s.ready.store(true, std::memory_order_release);
+    return &s.kernel;
   }
 
   Slot& ready_slot(const KernelSpec& spec) {
@@ -504,6 +528,17 @@ std::vector<const CompiledKernel*> KernelCache::get_many(std::span<const KernelS
   for (const std::exception_ptr& e : errors)
     if (e) std::rethrow_exception(e);
   return out;
+}
+
+bool KernelCache::ready(std::span<const KernelSpec> specs) {
+  for (const KernelSpec& spec : specs) {
+    try {
+      if (impl_->find(spec) == nullptr) return false;
+    } catch (const Error&) {  // e.g. no NVRTC to key the cache directory's entry: not ready;
+      return false;           // the call that needs the kernel reports it
+    }
+  }
+  return true;
 }
 
 void KernelCache::prefetch(std::span<const KernelSpec> specs) {

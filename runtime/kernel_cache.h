@@ -109,6 +109,10 @@ class KernelCache {
   // the get() that needs the kernel tries again and throws. Thread-safe; at destruction
   // compiles not started yet are dropped, running ones finish.
   void prefetch(std::span<const KernelSpec> specs);
+  // Whether every spec is in memory or has an entry (the package, the cache directory, a
+  // read-only one), read into memory here; nothing is compiled, and a spec another thread
+  // is resolving counts as not ready (no wait). What a call may run at once without a compile.
+  bool ready(std::span<const KernelSpec> specs);
   // The kernel loaded into the current CUDA context (dynamic smem attribute set);
   // one module per (kernel, context). Throws Error(no_device) without a driver.
   LoadedKernel load(const KernelSpec& spec);

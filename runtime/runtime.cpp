@@ -15,6 +15,7 @@
 #include "runtime/gpu_attention.h"
 #include "runtime/kernel_cache.h"
 #include "runtime/launch_plan.h"
+#include "runtime/padded_substitute.h"
 #include "runtime/validate.h"
 
 namespace flashgen {
@@ -40,6 +41,7 @@ struct Runtime::Impl {
   RuntimeOptions options;
   std::filesystem::path cache_dir;  // options.cache_dir, else the environment's: kernels and tuning winners
   AutotunePolicy policy = AutotunePolicy::cached;
+  bool substitute = false;  // options.substitute_while_compiling, unless FLASHGEN_SUBSTITUTE_KERNELS says
   std::once_flag cache_once;
   std::unique_ptr<KernelCache> cache;
   std::unique_ptr<KernelSelector> selector;
@@ -68,6 +70,15 @@ struct Runtime::Impl {
   // The winners of this runtime's policy, else the heuristic table.
   Candidate kernels_for(const Problem& p, TunedPass pass) {
     return selector->select(problem_key(p), pass, profile(p.device), p.device);
+  }
+
+  SpecsFor specs_for(TunedPass pass) {
+    return [this, pass](const Problem& p) { return kernels_for(p, pass); };
+  }
+
+  void stood_in(const char* pass, const Problem& p) const {
+    options.log(LogLevel::info, fmt::format("{} of head dim {}: the d{} kernels stood in while its own compile",
+                                            pass, p.head_dim, substitute_head_dim(p).value_or(0)));
   }
 
   // Tunes `shapes` device by device; `declared` obeys the policy (startup/full only).
@@ -106,6 +117,7 @@ Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<Impl>()) {
   impl_->options = std::move(options);
   const RuntimeOptions& o = impl_->options;
   impl_->policy = effective_autotune_policy(o.autotune);
+  impl_->substitute = env_flag("FLASHGEN_SUBSTITUTE_KERNELS").value_or(o.substitute_while_compiling);
   impl_->cache_dir = o.cache_dir.empty() ? cache_dir_from_env() : std::filesystem::path(o.cache_dir);
   impl_->selector = std::make_unique<KernelSelector>(impl_->policy, impl_->cache_dir, o.log);
   if ((impl_->policy == AutotunePolicy::startup || impl_->policy == AutotunePolicy::full) && !o.tune_shapes.empty()) {
@@ -127,7 +139,12 @@ void Runtime::forward(const ForwardArgs& args, void* stream) {
   if (p.device == kCpu && p.varlen) return cpu::varlen_forward(args, p, impl_->options.cpu_threads);
   if (p.device == kCpu) return cpu::tiled_forward(args, p, impl_->options.cpu_threads);
   ensure_context(p.device);
-  gpu_forward(impl_->kernels(), args, p, static_cast<CUstream>(stream), impl_->kernels_for(p, TunedPass::forward));
+  const Candidate specs = impl_->kernels_for(p, TunedPass::forward);
+  const auto cu_stream = static_cast<CUstream>(stream);
+  if (impl_->substitute &&
+      forward_on_substitute(impl_->kernels(), args, p, cu_stream, specs, impl_->specs_for(TunedPass::forward)))
+    return impl_->stood_in("forward", p);
+  gpu_forward(impl_->kernels(), args, p, cu_stream, specs);
 }
 
 void Runtime::backward(const BackwardArgs& args, void* stream) {
@@ -135,7 +152,12 @@ void Runtime::backward(const BackwardArgs& args, void* stream) {
   if (p.device == kCpu && p.varlen) return cpu::varlen_backward(args, p, impl_->options.cpu_threads);
   if (p.device == kCpu) return cpu::tiled_backward(args, p, impl_->options.cpu_threads);
   ensure_context(p.device);
-  gpu_backward(impl_->kernels(), args, p, static_cast<CUstream>(stream), impl_->kernels_for(p, TunedPass::backward));
+  const Candidate specs = impl_->kernels_for(p, TunedPass::backward);
+  const auto cu_stream = static_cast<CUstream>(stream);
+  if (impl_->substitute &&
+      backward_on_substitute(impl_->kernels(), args, p, cu_stream, specs, impl_->specs_for(TunedPass::backward)))
+    return impl_->stood_in("backward", p);
+  gpu_backward(impl_->kernels(), args, p, cu_stream, specs);
 }
 
 void Runtime::append_kv(const KvAppendArgs& args, void* stream) {

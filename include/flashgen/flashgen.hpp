@@ -225,6 +225,12 @@ struct RuntimeOptions {
   // Python package passes its wheel's flashgen/kernels; docs/cache.md, "Kernels shipped with
   // the package"). Empty: $FLASHGEN_PACKAGED_KERNELS, else none.
   std::string packaged_kernels;
+  // While a variant's own kernels compile, run its dense calls on the kernels of the next
+  // head-dim class (64, 128, 256: those the package ships) over zero-padded copies of its
+  // tensors instead of waiting (runtime/padded_substitute.h): exact, and the compile goes on
+  // beside it. Not for deterministic gradients, packed sequences, KV caches or graph capture.
+  // Off by default until measured on the GPU; $FLASHGEN_SUBSTITUTE_KERNELS, when set, overrides.
+  bool substitute_while_compiling = false;
   // Shapes tuned at construction under the startup (what is missing) and full (all) policies.
   std::vector<TuneShape> tune_shapes;
 };

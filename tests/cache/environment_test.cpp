@@ -26,7 +26,7 @@ TEST(Environment, RegistryDeclaresEveryKnobOnceWithItsEffect) {
                                           "FLASHGEN_NVRTC", "FLASHGEN_NVRTC_PATHS", "FLASHGEN_NVRTC_FLAGS", "FLASHGEN_LOG_LEVEL",
                                           "FLASHGEN_DISABLE_DISK_CACHE", "FLASHGEN_LIBRARY",
                                           "FLASHGEN_CACHE_LOCK_TIMEOUT", "FLASHGEN_CACHE_READ_DIRS",
-                                          "FLASHGEN_PACKAGED_KERNELS"}));
+                                          "FLASHGEN_PACKAGED_KERNELS", "FLASHGEN_SUBSTITUTE_KERNELS"}));
 }
 
 TEST(Environment, ReadingAnUnregisteredNameIsAnInternalError) {
@@ -147,8 +147,8 @@ TEST(Environment, LockTimeoutIsSecondsWithASaneDefault) {
 
 TEST(Environment, EveryBadValueIsListedAndFailsValidation) {
   ScopedEnv level("FLASHGEN_LOG_LEVEL", "loud"), autotune("FLASHGEN_AUTOTUNE", "bogus"),
-      disk("FLASHGEN_DISABLE_DISK_CACHE", "maybe");
-  EXPECT_EQ(environment_problems().size(), 3u);
+      disk("FLASHGEN_DISABLE_DISK_CACHE", "maybe"), substitute("FLASHGEN_SUBSTITUTE_KERNELS", "sometimes");
+  EXPECT_EQ(environment_problems().size(), 4u);
   try {
     validate_environment();
     FAIL();
@@ -157,6 +157,7 @@ TEST(Environment, EveryBadValueIsListedAndFailsValidation) {
     EXPECT_THAT(e.what(), HasSubstr("FLASHGEN_LOG_LEVEL: got 'loud'"));
     EXPECT_THAT(e.what(), HasSubstr("FLASHGEN_AUTOTUNE: got 'bogus'"));
     EXPECT_THAT(e.what(), HasSubstr("FLASHGEN_DISABLE_DISK_CACHE: got 'maybe'"));
+    EXPECT_THAT(e.what(), HasSubstr("FLASHGEN_SUBSTITUTE_KERNELS: got 'sometimes'"));
   }
 }
 

@@ -332,6 +332,40 @@ TEST(KernelCache, APackagedSetServesItsKernelsByItsOwnReleasesKeyBeforeTheCacheD
       << "the package is never written";
 }
 
+// ready() answers without compiling: what the padded substitute (runtime/padded_substitute.h)
+// asks before standing in for kernels that are still to compile.
+TEST(KernelCache, ReadyFindsMemoryDiskAndPackageEntriesAndCompilesNothing) {
+  ScratchDir scratch;
+  const fs::path pkg = scratch.path() / "pkg", mine = scratch.path() / "mine";
+  unsigned seed;
+  const KernelSpec packaged = random_spec(seed);
+  SCOPED_TRACE(fmt::format("seed {} spec {}", seed, packaged.uri()));
+  std::vector<KernelSpec> others;  // the same but for block_n (legal on the spec's arch)
+  for (int block_n : {16, 32, 48, 64}) {
+    KernelSpec s = packaged;
+    s.block_n = block_n;
+    if (block_n != packaged.block_n && s.problems().empty()) others.push_back(s);
+  }
+  ASSERT_GE(others.size(), 2u);
+  const KernelSpec on_disk = others[0], nowhere = others[1];
+  package_kernel(pkg, loaded_nvrtc_version(), packaged);
+  packaged_cache(mine, {})->get(on_disk);
+
+  auto cache = packaged_cache(mine, pkg);
+  EXPECT_FALSE(cache->ready(std::vector{nowhere}));
+  EXPECT_FALSE(cache->ready(std::vector{packaged, on_disk, nowhere})) << "one missing kernel: not ready";
+  EXPECT_EQ(cache->stats().compiles, 0) << "ready() compiles nothing";
+  EXPECT_TRUE(cache->ready(std::vector{packaged, on_disk}));
+  EXPECT_EQ(cache->stats().packaged_hits, 1);
+  EXPECT_EQ(cache->stats().disk_hits, 2);
+  EXPECT_EQ(cache->stats().compiles, 0);
+  EXPECT_FALSE(cache->ready(std::vector{nowhere})) << "still not compiled";
+  EXPECT_FALSE(cache->get(nowhere).from_disk_cache);  // get() compiles it
+  EXPECT_EQ(cache->stats().compiles, 1);
+  EXPECT_TRUE(cache->ready(std::vector{nowhere}));
+  EXPECT_EQ(cache->stats().disk_hits, 2) << "from memory now";
+}
+
 TEST(KernelCache, TheNewestPackagedSetTheDriverCanLoadWins) {
   ScratchDir scratch;
   const fs::path pkg = scratch.path() / "pkg";

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include "device_buffer.h"
 #include "element_values.h"
@@ -36,6 +37,7 @@
 #include "runtime/gpu_attention.h"
 #include "runtime/kernel_cache.h"
 #include "runtime/launch_plan.h"
+#include "runtime/padded_substitute.h"
 #include "runtime/validate.h"
 
 namespace flashgen::test {
@@ -255,8 +257,8 @@ class GpuTest : public ::testing::Test {
 
 class GpuAttention : public GpuTest, public ::testing::WithParamInterface<Case> {};
 
-// Forward then backward of one case, both checked against the oracle.
-void run_case(const Case& c) {
+// Forward then backward of one case on `rt`, both checked against the oracle.
+void run_case(const Case& c, Runtime& rt) {
   const unsigned seed = std::random_device{}();
   SCOPED_TRACE(fmt::format("seed {} case {}", seed, case_name(c)));
   std::mt19937 rng(seed);
@@ -266,7 +268,6 @@ void run_case(const Case& c) {
   const std::vector<float>&q = in.q, &k = in.k, &v = in.v, &dout = in.dout;
   upload(pr, in);
 
-  Runtime rt;
   const ForwardArgs fa = pr.forward_args();
   if (c.prepare) rt.prepare(fa);  // the kernels compile (or load) in the background meanwhile
   rt.forward(fa);
@@ -296,43 +297,12 @@ void run_case(const Case& c) {
   EXPECT_EQ(count_touched_padding(*pr.dv_st, {&pr.dv}), 0) << "backward wrote outside dv's view";
 }
 
-TEST_P(GpuAttention, ForwardBackwardMatchOracle) { run_case(GetParam()); }
-
-// The sampled matrix of issue 4: every head dim meets several sequence-length pairs,
-// head layouts (MHA, GQA 4:1, MQA), masks (none, causal, window), softcap, both
-// dtypes, strided and packed-qkv layouts, batch 1..9. Large shapes keep batch*heads small.
-std::vector<Case> matrix() {
-  const int dims[] = {32, 40, 59, 64, 80, 96, 111, 128, 160, 192, 224, 256};
-  const std::pair<int, int> lens[] = {{1, 147},    {113, 203},  {128, 217},   {113, 211},   {108, 256},  {256, 512},
-                                      {512, 256},  {1024, 1024}, {1023, 1024}, {1024, 1023}, {2048, 2048}};
-  std::vector<Case> out;
-  int n = 0;
-  for (int di = 0; di < 12; ++di)
-    for (int variant = 0; variant < 4; ++variant, ++n) {
-      Case c;
-      c.head_dim = dims[di];
-      const auto [sq, sk] = lens[(di * 4 + variant * 3) % 11];
-      c.seqlen_q = sq;
-      c.seqlen_k = sk;
-      c.dtype = (n % 2) ? DType::bf16 : DType::f16;
-      const long long area = static_cast<long long>(sq) * sk;
-      c.batch = area > 500000 ? 1 : 1 + (n * 5) % 9;
-      switch (variant) {
-        case 0: c.heads_q = c.heads_kv = area > 500000 ? 1 : 2; c.causal = di % 2 == 0; break;          // MHA
-        case 1: c.heads_q = 4; c.heads_kv = 1; c.causal = di % 2 == 1; c.softcap = di % 3 == 0 ? 30.0f : 0; break;  // MQA
-        case 2: c.heads_q = 8; c.heads_kv = 2; c.window_left = 37 + di; c.window_right = di % 2 ? 11 : -1; break;  // GQA 4:1
-        case 3: c.heads_q = 4; c.heads_kv = 2; c.causal = true; c.softcap = di % 2 ? 50.0f : 0; c.deterministic = di % 3 != 2; break;
-      }
-      if (area > 500000 && c.heads_q > 2) c.heads_q = 4, c.heads_kv = variant == 1 ? 1 : 2, c.batch = 1;
-      // Packed k and v start at head offsets: 16-byte aligned only when head_dim % 8 == 0 (validate's rule).
-      c.packed_qkv = sq == sk && variant != 1 && c.head_dim % 8 == 0;
-      out.push_back(c);
-    }
-  return out;
+void run_case(const Case& c) {
+  Runtime rt;
+  run_case(c, rt);
 }
 
-INSTANTIATE_TEST_SUITE_P(Matrix, GpuAttention, ::testing::ValuesIn(matrix()),
-                         [](const ::testing::TestParamInfo<Case>& i) { return case_name(i.param); });
+TEST_P(GpuAttention, ForwardBackwardMatchOracle) { run_case(GetParam()); }
 
 Case make_case(int d, int sq, int sk, int batch, int hq, int hkv, DType t = DType::bf16) {
   Case c;
@@ -476,6 +446,85 @@ std::vector<Case> small_head_dims() {
   return {a, b, c, d, e, f, g};
 }
 INSTANTIATE_TEST_SUITE_P(SmallHeadDims, GpuAttention, ::testing::ValuesIn(small_head_dims()),
+                         [](const ::testing::TestParamInfo<Case>& i) { return case_name(i.param); });
+
+// While a variant's own kernels are still to compile, its first forward and backward run on
+// the next head-dim class's kernels over zero-padded copies (runtime/padded_substitute.h):
+// as exact as its own, nothing written outside the caller's views (strided, padded rows, a
+// fused qkv), and the runtime says it stood in. A fresh cache directory holds the class's
+// kernels only (warmed by a call of the class's head dim), so the variant's own are missing.
+TEST_F(GpuTest, SubstituteKernelsStandInWhileAVariantCompiles) {
+  Case a = make_case(112, 300, 517, 2, 4, 2);
+  a.causal = true;
+  Case b = make_case(96, 257, 257, 1, 4, 4, DType::f16);
+  b.window_left = 40, b.window_right = 9, b.softcap = 20.0f, b.packed_qkv = true;
+  Case c = make_case(40, 128, 1000, 2, 2, 1);
+  Case d = make_case(192, 200, 200, 1, 2, 2);
+  d.causal = true;
+  Case e = make_case(80, 3, 3000, 4, 8, 2);  // a decode: split keys on the class's kernels
+  for (const Case& variant : {a, b, c, d, e}) {
+    const std::filesystem::path dir =
+        std::filesystem::temp_directory_path() / fmt::format("flashgen-substitute-{}", ::getpid());
+    std::filesystem::remove_all(dir);
+    Case cls = variant;
+    cls.head_dim = *substitute_head_dim(validate_backward(Problem3(variant).backward_args()));
+    RuntimeOptions warm;
+    warm.cache_dir = dir.string();
+    {
+      Runtime rt(warm);
+      run_case(cls, rt);
+    }
+    std::vector<std::string> said;
+    RuntimeOptions options = warm;
+    options.substitute_while_compiling = true;
+    options.log = [&](LogLevel, const std::string& m) { said.push_back(m); };
+    {
+      Runtime rt(options);
+      run_case(variant, rt);
+    }
+    const auto stood_in = std::count_if(said.begin(), said.end(), [](const std::string& m) {
+      return m.find("stood in") != std::string::npos;
+    });
+    EXPECT_EQ(stood_in, 2) << case_name(variant) << ": the forward and the backward should run on the d"
+                           << cls.head_dim << " kernels";
+    std::filesystem::remove_all(dir);
+  }
+}
+
+// The sampled matrix of issue 4: every head dim meets several sequence-length pairs,
+// head layouts (MHA, GQA 4:1, MQA), masks (none, causal, window), softcap, both
+// dtypes, strided and packed-qkv layouts, batch 1..9. Large shapes keep batch*heads small.
+std::vector<Case> matrix() {
+  const int dims[] = {32, 40, 59, 64, 80, 96, 111, 128, 160, 192, 224, 256};
+  const std::pair<int, int> lens[] = {{1, 147},    {113, 203},  {128, 217},   {113, 211},   {108, 256},  {256, 512},
+                                      {512, 256},  {1024, 1024}, {1023, 1024}, {1024, 1023}, {2048, 2048}};
+  std::vector<Case> out;
+  int n = 0;
+  for (int di = 0; di < 12; ++di)
+    for (int variant = 0; variant < 4; ++variant, ++n) {
+      Case c;
+      c.head_dim = dims[di];
+      const auto [sq, sk] = lens[(di * 4 + variant * 3) % 11];
+      c.seqlen_q = sq;
+      c.seqlen_k = sk;
+      c.dtype = (n % 2) ? DType::bf16 : DType::f16;
+      const long long area = static_cast<long long>(sq) * sk;
+      c.batch = area > 500000 ? 1 : 1 + (n * 5) % 9;
+      switch (variant) {
+        case 0: c.heads_q = c.heads_kv = area > 500000 ? 1 : 2; c.causal = di % 2 == 0; break;          // MHA
+        case 1: c.heads_q = 4; c.heads_kv = 1; c.causal = di % 2 == 1; c.softcap = di % 3 == 0 ? 30.0f : 0; break;  // MQA
+        case 2: c.heads_q = 8; c.heads_kv = 2; c.window_left = 37 + di; c.window_right = di % 2 ? 11 : -1; break;  // GQA 4:1
+        case 3: c.heads_q = 4; c.heads_kv = 2; c.causal = true; c.softcap = di % 2 ? 50.0f : 0; c.deterministic = di % 3 != 2; break;
+      }
+      if (area > 500000 && c.heads_q > 2) c.heads_q = 4, c.heads_kv = variant == 1 ? 1 : 2, c.batch = 1;
+      // Packed k and v start at head offsets: 16-byte aligned only when head_dim % 8 == 0 (validate's rule).
+      c.packed_qkv = sq == sk && variant != 1 && c.head_dim % 8 == 0;
+      out.push_back(c);
+    }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Matrix, GpuAttention, ::testing::ValuesIn(matrix()),
                          [](const ::testing::TestParamInfo<Case>& i) { return case_name(i.param); });
 
 Case deterministic_case() {
