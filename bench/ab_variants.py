@@ -7,8 +7,7 @@ A variant may also set FLASHGEN_* variables, e.g. "old=FLASHGEN_LIBRARY=/tmp/bas
 over its rounds against the first variant's, with the first variant's spread: on a GPU whose
 run-to-run noise is +-5-8 % per cell (the H100 machines), one round cannot tell a 5 % change.
 """
-import statistics
-import argparse, json, os, re, subprocess, sys, time
+import argparse, json, os, re, statistics, subprocess, sys, time
 
 def child(args):
     import torch, triton

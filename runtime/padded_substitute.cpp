@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <initializer_list>
 
 #include "runtime/cuda_driver.h"
 #include "runtime/gpu_attention.h"
@@ -96,12 +97,14 @@ class PaddedCopies {
     const std::int64_t elem = static_cast<std::int64_t>(size_of(t.dtype));
     const std::int64_t bytes = t.shape[0] * t.shape[1] * t.shape[2] * cols_ * elem;
     bytes_ += (bytes + 255) / 256 * 256;  // TMA wants 16-byte aligned bases; 256 as cudaMalloc gives
+    if (input) input_bytes_ = bytes_;  // inputs are added first: their copies lead the allocation
     entries_.push_back(e);
     return true;
   }
 
-  // Allocates the copies and fills the inputs' (zeros, then their rows). false where the
-  // driver refuses the memory or a copy: the caller then runs its own kernels.
+  // Allocates the copies and fills the inputs' (zeros, then their rows; the outputs' are
+  // written whole by the kernels). false where the driver refuses the memory or a copy: the
+  // caller then runs its own kernels.
   bool stage_inputs() {
     const CudaDriver& d = cuda_driver();
     if (d.cuMemAllocAsync(&memory_, bytes_, stream_) != CUDA_SUCCESS) {
@@ -109,7 +112,7 @@ class PaddedCopies {
       return false;
     }
     for (Entry& e : entries_) e.padded.data = reinterpret_cast<void*>(memory_ + e.offset);
-    if (d.cuMemsetD32Async(memory_, 0, bytes_ / 4, stream_) != CUDA_SUCCESS) return false;
+    if (d.cuMemsetD32Async(memory_, 0, input_bytes_ / 4, stream_) != CUDA_SUCCESS) return false;
     for (const Entry& e : entries_)
       if (e.input && !copy(e, true)) return false;
     return true;
@@ -156,7 +159,7 @@ class PaddedCopies {
   int cols_;
   CUstream stream_;
   CUdeviceptr memory_ = 0;
-  std::size_t bytes_ = 0;
+  std::size_t bytes_ = 0, input_bytes_ = 0;
   std::vector<Entry> entries_;
 };
 
@@ -175,45 +178,52 @@ std::optional<std::pair<Problem, std::vector<KernelSpec>>> substitute(KernelCach
   return std::pair(ps, std::move(sub));
 }
 
-}  // namespace
-
-bool forward_on_substitute(KernelCache& cache, const ForwardArgs& args, const Problem& p, CUstream stream,
-                           const std::vector<KernelSpec>& specs, const SpecsFor& specs_for) {
+// The call on the substitute's kernels (`launch(padded args, problem, specs)`) with its tensors
+// `in` read into padded copies and `out` written back from theirs; false, with nothing
+// launched, where the substitute may not run now or a tensor cannot be copied.
+template <class Args, class Launch>
+bool run_on_substitute(KernelCache& cache, const Args& args, const Problem& p, CUstream stream,
+                       const std::vector<KernelSpec>& specs, const SpecsFor& specs_for,
+                       std::initializer_list<Tensor Args::*> in, std::initializer_list<Tensor Args::*> out,
+                       const Launch& launch) {
   auto sub = substitute(cache, p, stream, specs, specs_for);
   if (!sub) return false;
   PaddedCopies copies(static_cast<int>(sub->first.head_dim), stream);
-  if (!copies.add(args.q, true) || !copies.add(args.k, true) || !copies.add(args.v, true) ||
-      !copies.add(args.o, false) || !copies.stage_inputs())
-    return false;
+  for (Tensor Args::*t : in)
+    if (!copies.add(args.*t, true)) return false;
+  for (Tensor Args::*t : out)
+    if (!copies.add(args.*t, false)) return false;
+  if (!copies.stage_inputs()) return false;
   cache.prefetch(specs);  // p's own kernels, for the calls after this one
-  ForwardArgs a = args;
-  a.q = copies.padded(0), a.k = copies.padded(1), a.v = copies.padded(2), a.o = copies.padded(3);
-  gpu_forward(cache, a, sub->first, stream, sub->second);
+  Args a = args;
+  size_t i = 0;
+  for (const auto& list : {in, out})
+    for (Tensor Args::*t : list) a.*t = copies.padded(i++);
+  launch(a, sub->first, sub->second);
   copies.write_back_outputs();
   return true;
 }
 
+}  // namespace
+
+bool forward_on_substitute(KernelCache& cache, const ForwardArgs& args, const Problem& p, CUstream stream,
+                           const std::vector<KernelSpec>& specs, const SpecsFor& specs_for) {
+  using A = ForwardArgs;
+  return run_on_substitute(cache, args, p, stream, specs, specs_for, {&A::q, &A::k, &A::v}, {&A::o},
+                           [&](const A& a, const Problem& ps, const std::vector<KernelSpec>& sub) {
+                             gpu_forward(cache, a, ps, stream, sub);
+                           });
+}
+
 bool backward_on_substitute(KernelCache& cache, const BackwardArgs& args, const Problem& p, CUstream stream,
                             const std::vector<KernelSpec>& specs, const SpecsFor& specs_for) {
-  auto sub = substitute(cache, p, stream, specs, specs_for);
-  if (!sub) return false;
-  PaddedCopies copies(static_cast<int>(sub->first.head_dim), stream);
-  const Tensor* in[] = {&args.q, &args.k, &args.v, &args.o, &args.dout};
-  const Tensor* out[] = {&args.dq, &args.dk, &args.dv};
-  for (const Tensor* t : in)
-    if (!copies.add(*t, true)) return false;
-  for (const Tensor* t : out)
-    if (!copies.add(*t, false)) return false;
-  if (!copies.stage_inputs()) return false;
-  cache.prefetch(specs);
-  BackwardArgs a = args;
-  a.q = copies.padded(0), a.k = copies.padded(1), a.v = copies.padded(2), a.o = copies.padded(3);
-  a.dout = copies.padded(4), a.dq = copies.padded(5), a.dk = copies.padded(6), a.dv = copies.padded(7);
-  a.workspace = nullptr;  // the caller's was sized for its own head dim
-  a.workspace_bytes = 0;
-  gpu_backward(cache, a, sub->first, stream, sub->second);
-  copies.write_back_outputs();
-  return true;
+  using A = BackwardArgs;
+  return run_on_substitute(cache, args, p, stream, specs, specs_for, {&A::q, &A::k, &A::v, &A::o, &A::dout},
+                           {&A::dq, &A::dk, &A::dv}, [&](A a, const Problem& ps, const std::vector<KernelSpec>& sub) {
+                             a.workspace = nullptr;  // the caller's was sized for its own head dim
+                             a.workspace_bytes = 0;
+                             gpu_backward(cache, a, ps, stream, sub);
+                           });
 }
 
 }  // namespace flashgen
