@@ -235,6 +235,10 @@ RuntimeOptions runtime_options(const flashgen_runtime_options& in) {
                 fmt::format("options.cpu_threads: is {}, expected >= 0 (0 = hardware concurrency)", o.cpu_threads));
   out.cpu_threads = o.cpu_threads;
   if (o.packaged_kernels != nullptr) out.packaged_kernels = o.packaged_kernels;
+  if (o.substitute_while_compiling != 0 && o.substitute_while_compiling != 1)
+    throw Error(Status::invalid_argument, fmt::format("options.substitute_while_compiling: is {}, expected 0 or 1",
+                                                      o.substitute_while_compiling));
+  out.substitute_while_compiling = o.substitute_while_compiling == 1;
   if (o.log != nullptr)
     out.log = [log = o.log, user = o.log_user_data](LogLevel level, const std::string& message) {
       log(static_cast<std::int32_t>(level), message.c_str(), user);
@@ -283,6 +287,7 @@ void flashgen_runtime_options_init(flashgen_runtime_options* options) {
   options->log = nullptr;
   options->log_user_data = nullptr;
   options->packaged_kernels = nullptr;
+  options->substitute_while_compiling = flashgen::RuntimeOptions{}.substitute_while_compiling ? 1 : 0;
 }
 
 void flashgen_forward_args_init(flashgen_forward_args* args) {

@@ -126,6 +126,8 @@ DriverState& state() {
 
 }  // namespace
 
+std::string cuda_error_text(CUresult r) { return error_text(cuda_driver(), r); }
+
 const CudaDriver& cuda_driver() {
   DriverState& s = state();
   std::call_once(s.once, [&] {

@@ -71,6 +71,9 @@ struct CudaDriver {
 // clear message when libcuda cannot be loaded, cuInit fails, or no device exists.
 const CudaDriver& cuda_driver();
 
+// r's name, number and text ("CUDA_ERROR_INVALID_VALUE (1: invalid argument)").
+std::string cuda_error_text(CUresult r);
+
 // Throws Error(cuda_error) naming `what` (and `context`, e.g. a kernel URI) unless r == CUDA_SUCCESS.
 // CUDA_ERROR_OUT_OF_MEMORY becomes Status::out_of_memory.
 void check_cuda(CUresult r, const char* what, const std::string& context = {});

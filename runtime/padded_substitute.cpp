@@ -35,8 +35,14 @@ std::optional<RowCopyPlan> plan_row_copy(const Tensor& t, int padded_cols) {
   if (plan.pitch < n[3]) return std::nullopt;  // rows overlap
   plan.rows_per_slice = n[inner];
   if (n[middle] > 1) {
-    if (s[middle] % plan.pitch != 0 || s[middle] / plan.pitch < n[inner]) return std::nullopt;
-    plan.rows_per_slice = s[middle] / plan.pitch;
+    if (s[middle] % plan.pitch == 0 && s[middle] / plan.pitch >= n[inner]) {
+      plan.rows_per_slice = s[middle] / plan.pitch;
+    } else {
+      // Padded rows of all heads (stride H*d + pad): one copy per (outer, middle) index.
+      if (s[middle] < (n[inner] - 1) * plan.pitch + n[3]) return std::nullopt;  // one position's rows overlap the next's
+      if (n[plan.order[2]] * n[middle] > kMaxRowCopies) return std::nullopt;
+      plan.copy_per_middle = true;
+    }
   }
   std::int64_t stride = padded_cols;
   for (int dim : plan.order) {
@@ -50,23 +56,28 @@ std::vector<RowCopy> row_copies(const Tensor& t, const RowCopyPlan& plan, int pa
   const auto& o = plan.order;
   const std::int64_t elem = static_cast<std::int64_t>(size_of(t.dtype));
   const std::int64_t t_pitch = plan.pitch * elem, padded_pitch = padded_cols * elem;
-  const std::int64_t t_height = plan.rows_per_slice, padded_height = t.shape[o[0]];
+  // Per outer index one copy of [middle][inner] rows, or per (outer, middle) one of [inner].
+  const std::int64_t per_copy = plan.copy_per_middle ? t.shape[o[1]] : 1;
+  const std::int64_t t_height = plan.copy_per_middle ? t.shape[o[0]] : plan.rows_per_slice;
+  const std::int64_t padded_height = t.shape[o[0]];
   std::vector<RowCopy> out;
-  out.reserve(static_cast<size_t>(t.shape[o[2]]));
-  for (std::int64_t i = 0; i < t.shape[o[2]]; ++i) {
-    RowCopy c;
-    const std::int64_t t_offset = i * t.stride[o[2]] * elem, padded_offset = i * plan.padded_stride[o[2]] * elem;
-    c.src_offset = into_padded ? t_offset : padded_offset;
-    c.dst_offset = into_padded ? padded_offset : t_offset;
-    c.src_pitch = into_padded ? t_pitch : padded_pitch;
-    c.dst_pitch = into_padded ? padded_pitch : t_pitch;
-    c.src_height = into_padded ? t_height : padded_height;
-    c.dst_height = into_padded ? padded_height : t_height;
-    c.width_bytes = t.shape[3] * elem;
-    c.height = t.shape[o[0]];
-    c.depth = t.shape[o[1]];
-    out.push_back(c);
-  }
+  out.reserve(static_cast<size_t>(t.shape[o[2]] * per_copy));
+  for (std::int64_t i = 0; i < t.shape[o[2]]; ++i)
+    for (std::int64_t j = 0; j < per_copy; ++j) {
+      RowCopy c;
+      const std::int64_t t_offset = (i * t.stride[o[2]] + j * t.stride[o[1]]) * elem;
+      const std::int64_t padded_offset = (i * plan.padded_stride[o[2]] + j * plan.padded_stride[o[1]]) * elem;
+      c.src_offset = into_padded ? t_offset : padded_offset;
+      c.dst_offset = into_padded ? padded_offset : t_offset;
+      c.src_pitch = into_padded ? t_pitch : padded_pitch;
+      c.dst_pitch = into_padded ? padded_pitch : t_pitch;
+      c.src_height = into_padded ? t_height : padded_height;
+      c.dst_height = into_padded ? padded_height : t_height;
+      c.width_bytes = t.shape[3] * elem;
+      c.height = t.shape[o[0]];
+      c.depth = plan.copy_per_middle ? 1 : t.shape[o[1]];
+      out.push_back(c);
+    }
   return out;
 }
 
@@ -103,19 +114,22 @@ class PaddedCopies {
   }
 
   // Allocates the copies and fills the inputs' (zeros, then their rows; the outputs' are
-  // written whole by the kernels). false where the driver refuses the memory or a copy: the
-  // caller then runs its own kernels.
-  bool stage_inputs() {
+  // written whole by the kernels). The driver's refusal of the memory or of a copy, else
+  // empty: the caller then runs its own kernels.
+  std::string stage_inputs() {
     const CudaDriver& d = cuda_driver();
-    if (d.cuMemAllocAsync(&memory_, bytes_, stream_) != CUDA_SUCCESS) {
+    if (CUresult r = d.cuMemAllocAsync(&memory_, bytes_, stream_); r != CUDA_SUCCESS) {
       memory_ = 0;
-      return false;
+      return fmt::format("cuMemAllocAsync of {} bytes failed ({})", bytes_, cuda_error_text(r));
     }
     for (Entry& e : entries_) e.padded.data = reinterpret_cast<void*>(memory_ + e.offset);
-    if (d.cuMemsetD32Async(memory_, 0, input_bytes_ / 4, stream_) != CUDA_SUCCESS) return false;
+    if (CUresult r = d.cuMemsetD32Async(memory_, 0, input_bytes_ / 4, stream_); r != CUDA_SUCCESS)
+      return fmt::format("cuMemsetD32Async failed ({})", cuda_error_text(r));
     for (const Entry& e : entries_)
-      if (e.input && !copy(e, true)) return false;
-    return true;
+      if (!e.input) continue;
+      else if (CUresult r = copy(e, true); r != CUDA_SUCCESS)
+        return fmt::format("cuMemcpy3DAsync refused a padded copy ({})", cuda_error_text(r));
+    return {};
   }
 
   // The padded tensor of the i-th add().
@@ -123,7 +137,8 @@ class PaddedCopies {
 
   void write_back_outputs() {
     for (const Entry& e : entries_)
-      if (!e.input && !copy(e, false)) throw Error(Status::internal, "cuMemcpy3DAsync refused a padded copy back");
+      if (CUresult r = e.input ? CUDA_SUCCESS : copy(e, false); r != CUDA_SUCCESS)
+        throw Error(Status::internal, fmt::format("cuMemcpy3DAsync refused a padded copy back ({})", cuda_error_text(r)));
   }
 
  private:
@@ -135,8 +150,8 @@ class PaddedCopies {
     std::size_t offset;
   };
 
-  // The entry's rows into its padded copy or back.
-  bool copy(const Entry& e, bool into_padded) const {
+  // The entry's rows into its padded copy or back; the driver's first refusal.
+  CUresult copy(const Entry& e, bool into_padded) const {
     const auto user = reinterpret_cast<CUdeviceptr>(e.user->data);
     const auto padded = reinterpret_cast<CUdeviceptr>(e.padded.data);
     for (const RowCopy& r : row_copies(*e.user, e.plan, cols_, into_padded)) {
@@ -151,9 +166,9 @@ class PaddedCopies {
       c.WidthInBytes = static_cast<size_t>(r.width_bytes);
       c.Height = static_cast<size_t>(r.height);
       c.Depth = static_cast<size_t>(r.depth);
-      if (cuda_driver().cuMemcpy3DAsync(&c, stream_) != CUDA_SUCCESS) return false;
+      if (CUresult r = cuda_driver().cuMemcpy3DAsync(&c, stream_); r != CUDA_SUCCESS) return r;
     }
-    return true;
+    return CUDA_SUCCESS;
   }
 
   int cols_;
@@ -163,51 +178,69 @@ class PaddedCopies {
   std::vector<Entry> entries_;
 };
 
-// p's substitute problem and kernels, or nullopt where the substitute may not run now.
+// p's substitute problem and kernels; nullopt, with the obstacle in `declined` where there is
+// one, where the substitute may not run now.
 std::optional<std::pair<Problem, std::vector<KernelSpec>>> substitute(KernelCache& cache, const Problem& p,
                                                                       CUstream stream,
                                                                       const std::vector<KernelSpec>& specs,
-                                                                      const SpecsFor& specs_for) {
+                                                                      const SpecsFor& specs_for,
+                                                                      std::string& declined) {
   const std::optional<int> d = substitute_head_dim(p);
   // Steady state costs the memory lookups of ready(); the driver is asked only before a compile.
-  if (!d || cache.ready(specs) || capturing(stream)) return std::nullopt;
+  if (!d || cache.ready(specs)) return std::nullopt;
+  if (capturing(stream)) {
+    declined = "the stream is capturing a graph";
+    return std::nullopt;
+  }
   Problem ps = p;
   ps.head_dim = *d;
   std::vector<KernelSpec> sub = specs_for(ps);
-  if (!cache.ready(sub)) return std::nullopt;
+  if (!cache.ready(sub)) {
+    declined = fmt::format("the d{} kernels are not ready either", *d);
+    return std::nullopt;
+  }
   return std::pair(ps, std::move(sub));
 }
 
 // The call on the substitute's kernels (`launch(padded args, problem, specs)`) with its tensors
-// `in` read into padded copies and `out` written back from theirs; false, with nothing
-// launched, where the substitute may not run now or a tensor cannot be copied.
+// `in` read into padded copies and `out` written back from theirs; nothing launched where the
+// substitute may not run now or a tensor cannot be copied.
 template <class Args, class Launch>
-bool run_on_substitute(KernelCache& cache, const Args& args, const Problem& p, CUstream stream,
-                       const std::vector<KernelSpec>& specs, const SpecsFor& specs_for,
-                       std::initializer_list<Tensor Args::*> in, std::initializer_list<Tensor Args::*> out,
-                       const Launch& launch) {
-  auto sub = substitute(cache, p, stream, specs, specs_for);
-  if (!sub) return false;
+SubstituteOutcome run_on_substitute(KernelCache& cache, const Args& args, const Problem& p, CUstream stream,
+                                    const std::vector<KernelSpec>& specs, const SpecsFor& specs_for,
+                                    std::initializer_list<Tensor Args::*> in,
+                                    std::initializer_list<Tensor Args::*> out, const Launch& launch) {
+  SubstituteOutcome outcome;
+  auto sub = substitute(cache, p, stream, specs, specs_for, outcome.declined);
+  if (!sub) return outcome;
   PaddedCopies copies(static_cast<int>(sub->first.head_dim), stream);
-  for (Tensor Args::*t : in)
-    if (!copies.add(args.*t, true)) return false;
-  for (Tensor Args::*t : out)
-    if (!copies.add(args.*t, false)) return false;
-  if (!copies.stage_inputs()) return false;
+  size_t i = 0;
+  for (const auto& list : {in, out})
+    for (Tensor Args::*t : list)
+      if (!copies.add(args.*t, list.begin() == in.begin())) {
+        outcome.declined = fmt::format("tensor {} of the call ({} in, then out) has a layout no 3D copy per "
+                                       "outer row index pads", i, in.size());
+        return outcome;
+      } else {
+        ++i;
+      }
+  if (outcome.declined = copies.stage_inputs(); !outcome.declined.empty()) return outcome;
   cache.prefetch(specs);  // p's own kernels, for the calls after this one
   Args a = args;
-  size_t i = 0;
+  i = 0;
   for (const auto& list : {in, out})
     for (Tensor Args::*t : list) a.*t = copies.padded(i++);
   launch(a, sub->first, sub->second);
   copies.write_back_outputs();
-  return true;
+  outcome.ran = true;
+  return outcome;
 }
 
 }  // namespace
 
-bool forward_on_substitute(KernelCache& cache, const ForwardArgs& args, const Problem& p, CUstream stream,
-                           const std::vector<KernelSpec>& specs, const SpecsFor& specs_for) {
+SubstituteOutcome forward_on_substitute(KernelCache& cache, const ForwardArgs& args, const Problem& p,
+                                        CUstream stream, const std::vector<KernelSpec>& specs,
+                                        const SpecsFor& specs_for) {
   using A = ForwardArgs;
   return run_on_substitute(cache, args, p, stream, specs, specs_for, {&A::q, &A::k, &A::v}, {&A::o},
                            [&](const A& a, const Problem& ps, const std::vector<KernelSpec>& sub) {
@@ -215,8 +248,9 @@ bool forward_on_substitute(KernelCache& cache, const ForwardArgs& args, const Pr
                            });
 }
 
-bool backward_on_substitute(KernelCache& cache, const BackwardArgs& args, const Problem& p, CUstream stream,
-                            const std::vector<KernelSpec>& specs, const SpecsFor& specs_for) {
+SubstituteOutcome backward_on_substitute(KernelCache& cache, const BackwardArgs& args, const Problem& p,
+                                         CUstream stream, const std::vector<KernelSpec>& specs,
+                                         const SpecsFor& specs_for) {
   using A = BackwardArgs;
   return run_on_substitute(cache, args, p, stream, specs, specs_for, {&A::q, &A::k, &A::v, &A::o, &A::dout},
                            {&A::dq, &A::dk, &A::dv}, [&](A a, const Problem& ps, const std::vector<KernelSpec>& sub) {

@@ -76,9 +76,16 @@ struct Runtime::Impl {
     return [this, pass](const Problem& p) { return kernels_for(p, pass); };
   }
 
-  void stood_in(const char* pass, const Problem& p) const {
-    options.log(LogLevel::info, fmt::format("{} of head dim {}: the d{} kernels stood in while its own compile",
-                                            pass, p.head_dim, substitute_head_dim(p).value_or(0)));
+  // Whether the substitute ran; says so (info), or what stopped it (debug).
+  bool stood_in(const char* pass, const Problem& p, const SubstituteOutcome& outcome) const {
+    const int d = substitute_head_dim(p).value_or(0);
+    if (outcome.ran)
+      options.log(LogLevel::info, fmt::format("{} of head dim {}: the d{} kernels stood in while its own compile",
+                                              pass, p.head_dim, d));
+    else if (!outcome.declined.empty())
+      options.log(LogLevel::debug, fmt::format("{} of head dim {}: no d{} substitute while its own compile: {}", pass,
+                                               p.head_dim, d, outcome.declined));
+    return outcome.ran;
   }
 
   // Tunes `shapes` device by device; `declared` obeys the policy (startup/full only).
@@ -142,8 +149,10 @@ void Runtime::forward(const ForwardArgs& args, void* stream) {
   const Candidate specs = impl_->kernels_for(p, TunedPass::forward);
   const auto cu_stream = static_cast<CUstream>(stream);
   if (impl_->substitute &&
-      forward_on_substitute(impl_->kernels(), args, p, cu_stream, specs, impl_->specs_for(TunedPass::forward)))
-    return impl_->stood_in("forward", p);
+      impl_->stood_in("forward", p,
+                      forward_on_substitute(impl_->kernels(), args, p, cu_stream, specs,
+                                            impl_->specs_for(TunedPass::forward))))
+    return;
   gpu_forward(impl_->kernels(), args, p, cu_stream, specs);
 }
 
@@ -155,8 +164,10 @@ void Runtime::backward(const BackwardArgs& args, void* stream) {
   const Candidate specs = impl_->kernels_for(p, TunedPass::backward);
   const auto cu_stream = static_cast<CUstream>(stream);
   if (impl_->substitute &&
-      backward_on_substitute(impl_->kernels(), args, p, cu_stream, specs, impl_->specs_for(TunedPass::backward)))
-    return impl_->stood_in("backward", p);
+      impl_->stood_in("backward", p,
+                      backward_on_substitute(impl_->kernels(), args, p, cu_stream, specs,
+                                             impl_->specs_for(TunedPass::backward))))
+    return;
   gpu_backward(impl_->kernels(), args, p, cu_stream, specs);
 }
 

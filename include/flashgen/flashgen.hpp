@@ -229,8 +229,9 @@ struct RuntimeOptions {
   // head-dim class (64, 128, 256: those the package ships) over zero-padded copies of its
   // tensors instead of waiting (runtime/padded_substitute.h): exact, and the compile goes on
   // beside it. Not for deterministic gradients, packed sequences, KV caches or graph capture.
-  // Off by default until measured on the GPU; $FLASHGEN_SUBSTITUTE_KERNELS, when set, overrides.
-  bool substitute_while_compiling = false;
+  // The first call then rounds as the class's kernels do (within the FA error rule of the
+  // variant's own). $FLASHGEN_SUBSTITUTE_KERNELS, when set, overrides.
+  bool substitute_while_compiling = true;
   // Shapes tuned at construction under the startup (what is missing) and full (all) policies.
   std::vector<TuneShape> tune_shapes;
 };

@@ -148,6 +148,7 @@ class RuntimeOptions(_Versioned):
         ("log", LogFn),
         ("log_user_data", ctypes.c_void_p),
         ("packaged_kernels", ctypes.c_char_p),
+        ("substitute_while_compiling", ctypes.c_int32),
     ]
 
 

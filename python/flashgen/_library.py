@@ -125,17 +125,21 @@ def library():
         return _lib
 
 
-def configure(cache_dir=None, autotune=None, cpu_threads=None):
+def configure(cache_dir=None, autotune=None, cpu_threads=None, substitute_while_compiling=None):
     """Options of the process-wide runtime; call before the first attention call.
 
     None keeps the library's default. cache_dir: kernel cache directory.
     autotune: 0 off, 1 cached, 2 startup, 3 full. cpu_threads: CPU backend threads (0: all cores).
+    substitute_while_compiling: True (the default) runs a new head dim's first calls on the next
+    class's kernels (64, 128, 256) while its own compile; False waits for the compile.
     """
     with _lock:
         if _runtime is not None:
             raise RuntimeError("flashgen.configure: the runtime already exists; call configure before the first attention call")
         settings = {"cache_dir": None if cache_dir is None else os.fsencode(cache_dir),
-                    "autotune": autotune, "cpu_threads": cpu_threads}
+                    "autotune": autotune, "cpu_threads": cpu_threads,
+                    "substitute_while_compiling": None if substitute_while_compiling is None
+                    else int(bool(substitute_while_compiling))}
         _runtime_settings.clear()
         _runtime_settings.update({k: v for k, v in settings.items() if v is not None})
 

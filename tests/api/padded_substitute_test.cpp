@@ -127,10 +127,19 @@ TEST(PaddedSubstitute, RowCopiesFollowEveryCommonLayout) {
   check_round_trip(view({B, 1, H, d}, {H * d, 7, d, 1}), B * H * d, 64);                     // one query: any n stride
   check_round_trip(view({1, 1, 1, d}, {0, 0, 0, 1}), d, 64);                                // one row
   check_round_trip(view({B, N, H, 64}, {N * H * 64, H * 64, 64, 1}), B * N * H * 64, 64);   // no padding needed
+  // Rows of all heads padded (a position's stride H*d + pad, no whole number of d): one copy
+  // per position, as in the GPU tests' layouts.
+  check_round_trip(view({B, N, H, d}, {N * (H * d + 8), H * d + 8, d, 1}), B * N * (H * d + 8), 64);
+  check_round_trip(view({B, N, H, 96}, {N * (H * 96 + 16), H * 96 + 16, 96, 1}), B * N * (H * 96 + 16), 128);
+  check_round_trip(view({B, N, 1, d}, {N * (d + 24), d + 24, 0, 1}), B * N * (d + 24), 64);  // MQA, padded rows
 }
 
-TEST(PaddedSubstitute, LayoutsOneCopyPerOuterIndexCannotDescribeAreRefused) {
-  EXPECT_FALSE(plan_row_copy(view({2, 3, 2, 40}, {600, 100, 64, 1}), 64));  // 100 rows of 64: no whole count
+TEST(PaddedSubstitute, OverlappingOrCostlyLayoutsAreRefused) {
+  EXPECT_FALSE(plan_row_copy(view({2, 3, 2, 40}, {600, 100, 64, 1}), 64));  // a position's rows reach into the next's
+  EXPECT_TRUE(plan_row_copy(view({2, 3, 2, 40}, {600, 104, 64, 1}), 64));   // ... which this one's do not
+  const std::int64_t n = kMaxRowCopies / 2 + 1;                                // one copy per position: too many
+  EXPECT_FALSE(plan_row_copy(view({2, n, 2, 40}, {n * 88, 88, 40, 1}), 64));
+  EXPECT_TRUE(plan_row_copy(view({2, n, 2, 40}, {n * 80, 80, 40, 1}), 64)) << "one copy per batch index";
   EXPECT_FALSE(plan_row_copy(view({2, 3, 2, 40}, {480, 80, 20, 1}), 64));   // rows of 40 every 20: overlap
   EXPECT_FALSE(plan_row_copy(view({2, 3, 2, 40}, {480, 160, 80, 2}), 64));  // columns not contiguous
   EXPECT_FALSE(plan_row_copy(view({2, 3, 2, 130}, {780, 260, 130, 1}), 128));  // wider than the class
