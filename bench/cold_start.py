@@ -31,14 +31,16 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
-# (name, head_dim, causal, window (left, right), softcap): the default set and option-heavy ones.
+# (name, head_dim, causal, window (left, right), softcap, dtype): the default set and option-heavy ones.
 VARIANTS = [
-    ("d64_causal", 64, True, (-1, -1), 0.0),
-    ("d128", 128, False, (-1, -1), 0.0),
-    ("d128_causal", 128, True, (-1, -1), 0.0),
-    ("d256_causal", 256, True, (-1, -1), 0.0),
-    ("d112_window_softcap", 112, False, (256, 0), 30.0),
+    ("d64_causal", 64, True, (-1, -1), 0.0, "bf16"),
+    ("d128", 128, False, (-1, -1), 0.0, "bf16"),
+    ("d128_causal", 128, True, (-1, -1), 0.0, "bf16"),
+    ("d256_causal", 256, True, (-1, -1), 0.0, "bf16"),
+    ("d112_window_softcap", 112, False, (256, 0), 30.0, "bf16"),
+    ("d96_window_softcap_fp16", 96, False, (256, 0), 30.0, "fp16"),
 ]
+TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "float16"}
 
 
 def child(name, prepare):
@@ -49,9 +51,10 @@ def child(name, prepare):
     import flashgen
     from flashgen import torch_op
 
-    _, d, causal, window, softcap = next(v for v in VARIANTS if v[0] == name)
+    _, d, causal, window, softcap, dtype = next(v for v in VARIANTS if v[0] == name)
     b, n, h = 2, 2048, 16
-    q, k, v, do = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(4))
+    dtype = getattr(torch, TORCH_DTYPES[dtype])
+    q, k, v, do = (torch.randn(b, n, h, d, device="cuda", dtype=dtype) for _ in range(4))
     for t in (q, k, v):
         t.requires_grad_(True)
     if not prepare:  # no background compile starts: the backward compiles when it arrives
@@ -109,11 +112,11 @@ def run_gpu(args):
 
 def run_cpu(args):
     rows = []
-    for name, d, causal, window, softcap in VARIANTS:
+    for name, d, causal, window, softcap, dtype in VARIANTS:
         row = {"variant": name}
         for passes in ("fwd", "bwd", "fwd,bwd"):
             with tempfile.TemporaryDirectory(prefix="flashgen-cold-") as cache:
-                cmd = [args.cli, "cache", "warm", "--cache-dir", cache, "--head-dims", str(d), "--dtypes", "bf16",
+                cmd = [args.cli, "cache", "warm", "--cache-dir", cache, "--head-dims", str(d), "--dtypes", dtype,
                        "--archs", "sm_90a", "--causal", "on" if causal else "off", "--passes", passes,
                        "--window", "on" if window != (-1, -1) else "off", "--softcap", "on" if softcap else "off",
                        "--deterministic", "off", "--seqlens", "2k"]

@@ -481,6 +481,7 @@ TEST_F(GpuTest, SubstituteKernelsStandInWhileAVariantCompiles) {
     }
     std::vector<std::string> said;
     RuntimeOptions options = warm;
+    options.substitute_while_compiling = true;
     options.log = [&](LogLevel, const std::string& m) { said.push_back(m); };
     {
       Runtime rt(options);
