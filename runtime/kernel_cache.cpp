@@ -19,6 +19,7 @@
 #include "runtime/cache_files.h"
 #include "runtime/cuda_driver.h"
 #include "runtime/environment.h"
+#include "runtime/exit_drain.h"
 #include "runtime/kernel_dump.h"
 #include "runtime/kernel_json.h"
 #include "runtime/work_queue.h"
@@ -310,7 +311,10 @@ struct KernelCache::Impl {
   CompiledKernel compile_now(const KernelSpec& spec, const GeneratedSource& src, const Slot& s) {
     CompileOptions opts = compile;
     opts.keep_ptx = dump_dir.has_value();
-    CompiledKernel k = compile_kernel(spec, src, opts);
+    CompiledKernel k = [&] {
+      const CompileInFlight in_flight;  // exit() waits for it (runtime/exit_drain.h)
+      return compile_kernel(spec, src, opts);
+    }();
     ++compiles;
     log(LogLevel::debug, fmt::format("compiled {} in {:.0f} ms: {} registers, {} bytes spilled", spec.uri(),
                                      k.compile_ms, k.resources.registers,
@@ -545,9 +549,18 @@ void KernelCache::prefetch(std::span<const KernelSpec> specs) {
   Impl& m = *impl_;
   for (const KernelSpec& spec : specs) {
     Slot& s = m.slot(spec);
-    if (s.ready.load(std::memory_order_acquire) || s.queued.exchange(true)) continue;
+    if (s.ready.load(std::memory_order_acquire)) continue;
+    // An entry (disk, package) is read here; only compiles go to the threads, with NVRTC
+    // primed on this thread first (runtime/exit_drain.h): a served variant costs no priming.
+    try {
+      if (m.find(spec) != nullptr) continue;
+    } catch (const Error&) {  // no NVRTC to key the entry: the background get() reports it
+    }
+    if (s.queued.exchange(true)) continue;
+    prepare_compiles_for_exit();
     m.background_pool().submit([this, spec, &s] {
       try {
+        const CompileInFlight job;  // exit() waits for all of it, the entry's write included
         get(spec);
       } catch (const std::exception& e) {
         // The get() that needs the kernel compiles it again and reports the error.

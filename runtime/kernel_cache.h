@@ -102,12 +102,13 @@ class KernelCache {
   // rethrown.
   std::vector<const CompiledKernel*> get_many(std::span<const KernelSpec> specs,
                                               const KernelReadySink& on_ready = {});
-  // Starts compiling (or reading from disk) every spec not in memory yet on the cache's
-  // background threads (compile_threads of them) and returns at once: a later get() or
-  // load() of one finds it ready or waits only for the rest of its compile, and kernels
-  // already in memory are served meanwhile without waiting. Errors are not reported here:
-  // the get() that needs the kernel tries again and throws. Thread-safe; at destruction
-  // compiles not started yet are dropped, running ones finish.
+  // Reads the entries of specs not in memory yet (disk, read-only dirs, package) and starts
+  // compiling the others on the cache's background threads (compile_threads of them), then
+  // returns: a later get() or load() of one finds it ready or waits only for the rest of its
+  // compile, and kernels already in memory are served meanwhile without waiting. Errors are
+  // not reported here: the get() that needs the kernel tries again and throws. Thread-safe;
+  // at destruction compiles not started yet are dropped, running ones finish; at process
+  // exit, running compiles finish first (runtime/exit_drain.h).
   void prefetch(std::span<const KernelSpec> specs);
   // Whether every spec is in memory or has an entry (the package, the cache directory, a
   // read-only one), read into memory here; nothing is compiled, and a spec another thread

@@ -177,9 +177,9 @@ typedef struct flashgen_runtime_options {
    * (one warmed directory per NVRTC release, `flashgen cache warm --package`), searched before
    * compiling and loaded without NVRTC. NULL or "": $FLASHGEN_PACKAGED_KERNELS, else none. */
   const char* packaged_kernels;
-  /* Appended in session 12. 1: while a variant's own kernels compile, its dense calls run on
-   * the next head-dim class's ready kernels (64, 128, 256) over zero-padded copies; 0 (the
-   * default): they wait for the compile. $FLASHGEN_SUBSTITUTE_KERNELS, when set, overrides. */
+  /* Appended in session 12. 1 (the default): while a variant's own kernels compile, its dense
+   * calls run on the next head-dim class's ready kernels (64, 128, 256) over zero-padded
+   * copies; 0: they wait for the compile. $FLASHGEN_SUBSTITUTE_KERNELS, when set, overrides. */
   int32_t substitute_while_compiling;
 } flashgen_runtime_options;
 

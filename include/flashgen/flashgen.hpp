@@ -230,10 +230,9 @@ struct RuntimeOptions {
   // tensors instead of waiting (runtime/padded_substitute.h): exact, and the compile goes on
   // beside it. Not for deterministic gradients, packed sequences, KV caches or graph capture.
   // The first call then rounds as the class's kernels do (within the FA error rule of the
-  // variant's own). Off by default until a process may exit while its own compile runs
-  // (NVRTC's exit handlers abort under a compile in flight; docs/cache.md).
+  // variant's own). A process that exits meanwhile waits for the compile (runtime/exit_drain.h).
   // $FLASHGEN_SUBSTITUTE_KERNELS, when set, overrides.
-  bool substitute_while_compiling = false;
+  bool substitute_while_compiling = true;
   // Shapes tuned at construction under the startup (what is missing) and full (all) policies.
   std::vector<TuneShape> tune_shapes;
 };

@@ -130,8 +130,8 @@ def configure(cache_dir=None, autotune=None, cpu_threads=None, substitute_while_
 
     None keeps the library's default. cache_dir: kernel cache directory.
     autotune: 0 off, 1 cached, 2 startup, 3 full. cpu_threads: CPU backend threads (0: all cores).
-    substitute_while_compiling: True runs a new head dim's first calls on the next class's
-    kernels (64, 128, 256) while its own compile; False (the default) waits for the compile.
+    substitute_while_compiling: True (the default) runs a new head dim's first calls on the next
+    class's kernels (64, 128, 256) while its own compile; False waits for the compile.
     """
     with _lock:
         if _runtime is not None:

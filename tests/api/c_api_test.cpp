@@ -318,7 +318,7 @@ TEST(CApi, RuntimeCreateRejectsBadOptions) {
   EXPECT_EQ(runtime, nullptr);
 
   flashgen_runtime_options_init(&options);
-  EXPECT_EQ(options.substitute_while_compiling, 0) << "off by default";
+  EXPECT_EQ(options.substitute_while_compiling, 1) << "on by default";
   options.substitute_while_compiling = 2;
   EXPECT_EQ(flashgen_runtime_create(&options, &runtime), FLASHGEN_ERROR_INVALID_ARGUMENT);
   EXPECT_THAT(flashgen_last_error(), HasSubstr("options.substitute_while_compiling: is 2, expected 0 or 1"));

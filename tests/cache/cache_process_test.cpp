@@ -1,5 +1,6 @@
-// The cache across real processes: a race on one key, a killed lock owner, a
-// read-only directory (as another user), and a machine without a CUDA driver.
+// The cache across real processes: a race on one key, a killed lock owner, an exit during a
+// background compile, a read-only directory (as another user), and a machine without a CUDA
+// driver.
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <gmock/gmock.h>
@@ -133,6 +134,22 @@ TEST(KernelCacheProcesses, KilledLockOwnerDoesNotBlockOthers) {
   EXPECT_FALSE(k.from_disk_cache);
   EXPECT_EQ(cache.stats().compiles, 1);
   EXPECT_TRUE(fs::exists(cache.entry_dir(spec) / "kernel.cubin"));
+}
+
+// A process that returns from main while a cache thread compiles waits for that compile
+// (runtime/exit_drain.h): it used to die inside NVRTC now and then (its exit handlers ran
+// under the compile) and, when it lived, to leave no entry behind.
+TEST(KernelCacheProcesses, ExitDuringABackgroundCompileWaitsForIt) {
+  for (int run = 0; run < 4; ++run) {
+    ScratchDir cache_dir, outputs;
+    const pid_t pid = spawn_helper({"exit-during-compile", cache_dir.path().string()}, outputs.path() / "out", {});
+    ASSERT_EQ(exit_code(pid), 0) << "run " << run << ": the process died at exit";
+    KernelCacheOptions options;
+    options.dir = cache_dir.path();
+    options.generate = [](const KernelSpec& s) { return tiny_kernel(s); };
+    KernelCache cache(options);
+    EXPECT_TRUE(cache.get(KernelSpec{}).from_disk_cache) << "run " << run << ": the compile was cut off at exit";
+  }
 }
 
 // A live holder is waited for with a bound and a message naming it; then the kernel is

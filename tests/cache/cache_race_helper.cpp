@@ -4,12 +4,17 @@
 //       spec, prints "compiles=N disk_hits=N bytes=N xxh3=HEX".
 //   cache_race_helper hold <lock file> <ready fd> [purpose]
 //       takes the lock (noting `purpose` in it for waiters), says ready, then sleeps until killed.
+//   cache_race_helper exit-during-compile <cache dir>
+//       prefetches the tiny kernel of the default spec and returns from main once a cache
+//       thread has started on it (the cache leaked, as Python's runtime is).
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 #include "runtime/file_lock.h"
 #include "runtime/kernel_cache.h"
@@ -46,6 +51,26 @@ int race(const char* dir, int ready_fd, int go_fd) {
   return 0;
 }
 
+int exit_during_compile(const char* dir) {
+  static std::atomic<bool> started{false};
+  const std::thread::id main_thread = std::this_thread::get_id();
+  flashgen::KernelCacheOptions options;
+  options.dir = dir;
+  options.generate = [main_thread](const flashgen::KernelSpec& s) {
+    if (std::this_thread::get_id() != main_thread) {  // the background job, about to compile
+      started = true;
+      started.notify_all();
+    }
+    return flashgen::testing_support::tiny_kernel(s);
+  };
+  options.log = [](flashgen::LogLevel, const std::string& m) { std::fprintf(stderr, "helper log: %s\n", m.c_str()); };
+  auto* cache = new flashgen::KernelCache(options);  // never destroyed: nothing joins its threads
+  const flashgen::KernelSpec specs[] = {flashgen::KernelSpec{}};
+  cache->prefetch(specs);
+  started.wait(false);
+  return 0;  // exit() while the compile runs
+}
+
 int hold(const std::filesystem::path& lock_path, int ready_fd, const char* purpose) {
   const int dir = open(lock_path.parent_path().c_str(), O_RDONLY | O_DIRECTORY);
   auto lock = flashgen::FileLock::acquire(dir, lock_path.filename().string(), flashgen::LockRequest{.purpose = purpose},
@@ -62,7 +87,10 @@ int main(int argc, char** argv) {
     if (mode == "race" && argc == 5) return race(argv[2], std::atoi(argv[3]), std::atoi(argv[4]));
     if (mode == "hold" && (argc == 4 || argc == 5))
       return hold(argv[2], std::atoi(argv[3]), argc == 5 ? argv[4] : "holding it");
-    std::fprintf(stderr, "usage: %s race <dir> <ready fd> <go fd> | hold <lock file> <ready fd> [purpose]\n",
+    if (mode == "exit-during-compile" && argc == 3) return exit_during_compile(argv[2]);
+    std::fprintf(stderr,
+                 "usage: %s race <dir> <ready fd> <go fd> | hold <lock file> <ready fd> [purpose] | "
+                 "exit-during-compile <dir>\n",
                  argv[0]);
     return 2;
   } catch (const std::exception& e) {

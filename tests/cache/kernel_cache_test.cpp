@@ -567,14 +567,17 @@ template <class Done>
   return true;
 }
 
-// A generator that holds every compile until the test opens the gate (or a minute passed:
-// a failed test does not hang in the cache's destructor), so that the tests can tell
-// "returned at once" from "returned after compiling".
+// A generator that holds every background compile until the test opens the gate (or a minute
+// passed: a failed test does not hang in the cache's destructor), so that the tests can tell
+// "returned at once" from "returned after compiling". The test's own thread is never held:
+// prefetch() generates a spec's source on the caller's thread to look its entry up (only
+// compiles go to the cache's threads).
 struct GatedGenerator {
   std::mutex mutex;
   std::condition_variable opened_cv;
   bool opened = false;
-  std::atomic<int> calls{0};
+  std::atomic<int> calls{0};  // held generations (on the cache's threads)
+  const std::thread::id test_thread = std::this_thread::get_id();
   void open() {
     {
       std::lock_guard lock(mutex);
@@ -585,7 +588,7 @@ struct GatedGenerator {
   // Holds the compiles of the specs `held` picks (every spec by default).
   SourceGenerator generator(std::function<bool(const KernelSpec&)> held = {}) {
     return [this, held](const KernelSpec& s) {
-      if (held && !held(s)) return tiny_kernel(s);
+      if ((held && !held(s)) || std::this_thread::get_id() == test_thread) return tiny_kernel(s);
       ++calls;
       std::unique_lock lock(mutex);
       opened_cv.wait_for(lock, std::chrono::seconds(60), [&] { return opened; });
@@ -617,7 +620,6 @@ TEST(KernelCache, PrefetchReturnsAtOnceAndGetWaitsForTheBackgroundCompile) {
   const auto kernels = cache.get_many(specs);
   for (size_t i = 0; i < specs.size(); ++i) EXPECT_EQ(kernels[i]->spec, specs[i]) << i;
   EXPECT_EQ(cache.stats().compiles, 4) << "each kernel compiled once, by the background threads or get_many";
-  EXPECT_EQ(gate.calls, 4);
 }
 
 // A kernel already in memory is served (and loaded) at once while background compiles of
