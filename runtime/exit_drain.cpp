@@ -37,25 +37,28 @@ void drain_at_exit() {
   c.idle.wait_for(lock, kDrainLimit, [&] { return c.in_flight == 0; });
 }
 
+void register_drain() { std::atexit(drain_at_exit); }
+
 void prime_then_register() {
   try {
     compile_source("flashgen_exit_drain_prime", "extern \"C\" __global__ void flashgen_prime() {}", Arch::sm_80);
   } catch (const Error&) {
     // No NVRTC, or it fails: the compile that follows reports it; nothing to wait for.
   }
-  std::atexit(drain_at_exit);
+  register_drain();
 }
-
-}  // namespace
-
-void prepare_compiles_for_exit() { std::call_once(compiles().primed, prime_then_register); }
 
 // Guards held by this thread: a compile inside a background job the drain already waits for
 // goes on after exit() began.
 thread_local int held_here = 0;
 
+}  // namespace
+
+void prepare_compiles_for_exit() { std::call_once(compiles().primed, prime_then_register); }
+
+void register_exit_drain_after_compile() { std::call_once(compiles().primed, register_drain); }
+
 CompileInFlight::CompileInFlight() {
-  prepare_compiles_for_exit();
   Compiles& c = compiles();
   std::lock_guard lock(c.mutex);
   if (c.exiting && held_here == 0) throw Error(Status::internal, "the process is exiting: no compile starts now");

@@ -315,6 +315,7 @@ struct KernelCache::Impl {
       const CompileInFlight in_flight;  // exit() waits for it (runtime/exit_drain.h)
       return compile_kernel(spec, src, opts);
     }();
+    register_exit_drain_after_compile();
     ++compiles;
     log(LogLevel::debug, fmt::format("compiled {} in {:.0f} ms: {} registers, {} bytes spilled", spec.uri(),
                                      k.compile_ms, k.resources.registers,
