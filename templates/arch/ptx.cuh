@@ -79,6 +79,11 @@ __device__ __forceinline__ void st_shared_f32(u32 addr, float v) {
 __device__ __forceinline__ void st_shared_v2_f32(u32 addr, float x, float y) {
   asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(addr), "f"(x), "f"(y) : "memory");
 }
+__device__ __forceinline__ float2 ld_shared_v2_f32(u32 addr) {
+  float2 v;
+  asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(addr) : "memory");
+  return v;
+}
 __device__ __forceinline__ float ld_shared_f32(u32 addr) {
   float v;
   asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(addr) : "memory");

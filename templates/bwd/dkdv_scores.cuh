@@ -12,6 +12,26 @@
 
 namespace flash {
 
+// The stage's lse * log2e or D of this thread's query column 8 nt + 2 (lane % 4) + e of
+// fragment value e. On 64-query tiles one 8-byte load per column pair (asm loads are never
+// merged: one per value, the e = 0 and e = 2 values twice, made up a fifth of the d128 dK/dV
+// kernel's shared-memory wavefronts); on 128-query tiles (d64) a load per value, as the pair's
+// registers made the deterministic kernel spill (4-28 bytes).
+template <int kMT>
+struct RowStats {
+  static constexpr bool kPairs = kMT <= 8;
+  float2 pair;
+  u32 s_stat;
+  int col;
+  __device__ __forceinline__ RowStats(u32 s, int nt, int lane) : s_stat(s), col(8 * nt + 2 * (lane & 3)) {
+    if constexpr (kPairs) pair = ld_shared_v2_f32(s_stat + 4 * col);
+  }
+  __device__ __forceinline__ float operator[](int e) const {
+    if constexpr (kPairs) return e & 1 ? pair.y : pair.x;
+    else return ld_shared_f32(s_stat + 4 * (col + (e & 1)));
+  }
+};
+
 // S^T -> P^T in place, with the softcap (its slope into dtanh) and, on tiles not wholly
 // visible, the mask applied first. key_row0: the warp's first key; m0: the tile's first query.
 template <class Cfg, class Vis, int kRT, int kMT>
@@ -22,14 +42,14 @@ __device__ __forceinline__ void probs_t(float (&s)[kRT][kMT][4], float (&dtanh)[
   if (!vis.tile_visible(m0, min(m0 + Cfg::kBlockM, p.seqlen_q), n0, n0 + Cfg::kBlockN))
     mask_scores<false>(s, vis, key_row0, m0, lane);
 #pragma unroll
-  for (int mt = 0; mt < kRT; ++mt)
+  for (int nt = 0; nt < kMT; ++nt) {
+    const RowStats<kMT> lse(s_lse, nt, lane);
 #pragma unroll
-    for (int nt = 0; nt < kMT; ++nt)
+    for (int mt = 0; mt < kRT; ++mt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int col = 8 * nt + 2 * (lane & 3) + (e & 1);
-        s[mt][nt][e] = exp2_fast(fmaf(s[mt][nt][e], p.scale_log2, -ld_shared_f32(s_lse + 4 * col)));
-      }
+      for (int e = 0; e < 4; ++e)
+        s[mt][nt][e] = exp2_fast(fmaf(s[mt][nt][e], p.scale_log2, -lse[e]));
+  }
 }
 
 // dp <- dS^T = P^T * (dP^T - D) (times the softcap slope).
@@ -37,16 +57,17 @@ template <class Cfg, int kRT, int kMT>
 __device__ __forceinline__ void dscores_t(float (&dp)[kRT][kMT][4], const float (&pt)[kRT][kMT][4],
                                           const float (&dtanh)[kRT][kMT][4], u32 s_dsum, int lane) {
 #pragma unroll
-  for (int mt = 0; mt < kRT; ++mt)
+  for (int nt = 0; nt < kMT; ++nt) {
+    const RowStats<kMT> dsum(s_dsum, nt, lane);
 #pragma unroll
-    for (int nt = 0; nt < kMT; ++nt)
+    for (int mt = 0; mt < kRT; ++mt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int col = 8 * nt + 2 * (lane & 3) + (e & 1);
-        float ds = pt[mt][nt][e] * (dp[mt][nt][e] - ld_shared_f32(s_dsum + 4 * col));
+        float ds = pt[mt][nt][e] * (dp[mt][nt][e] - dsum[e]);
         if constexpr (Cfg::kSoftcap) ds *= dtanh[mt][nt][e];
         dp[mt][nt][e] = ds;
       }
+  }
 }
 
 // sm_90a products of one warpgroup (its 64 keys from key_row0): S^T = K.Q^T or dP^T =

@@ -47,6 +47,11 @@ inline void st_shared_v2_f32(u32 addr, float x, float y) {
   const float v[2] = {x, y};
   std::memcpy(smem_at(addr, 8), v, 8);
 }
+inline float2 ld_shared_v2_f32(u32 addr) {
+  float2 v;
+  std::memcpy(&v, smem_at(addr, 8), 8);
+  return v;
+}
 inline float ld_shared_f32(u32 addr) {
   float v;
   std::memcpy(&v, smem_at(addr, 4), 4);
