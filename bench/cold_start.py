@@ -31,14 +31,16 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
-# (name, head_dim, causal, window (left, right), softcap, dtype): the default set and option-heavy ones.
+# (name, head_dim, causal, window (left, right), softcap, dtype, deterministic): the default set
+# and option-heavy ones.
 VARIANTS = [
-    ("d64_causal", 64, True, (-1, -1), 0.0, "bf16"),
-    ("d128", 128, False, (-1, -1), 0.0, "bf16"),
-    ("d128_causal", 128, True, (-1, -1), 0.0, "bf16"),
-    ("d256_causal", 256, True, (-1, -1), 0.0, "bf16"),
-    ("d112_window_softcap", 112, False, (256, 0), 30.0, "bf16"),
-    ("d96_window_softcap_fp16", 96, False, (256, 0), 30.0, "fp16"),
+    ("d64_causal", 64, True, (-1, -1), 0.0, "bf16", False),
+    ("d128", 128, False, (-1, -1), 0.0, "bf16", False),
+    ("d128_causal", 128, True, (-1, -1), 0.0, "bf16", False),
+    ("d256_causal", 256, True, (-1, -1), 0.0, "bf16", False),
+    ("d112_window_softcap", 112, False, (256, 0), 30.0, "bf16", False),
+    ("d96_window_softcap_fp16", 96, False, (256, 0), 30.0, "fp16", False),
+    ("d128_causal_deterministic", 128, True, (-1, -1), 0.0, "bf16", True),
 ]
 TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "float16"}
 
@@ -51,7 +53,7 @@ def child(name, prepare):
     import flashgen
     from flashgen import torch_op
 
-    _, d, causal, window, softcap, dtype = next(v for v in VARIANTS if v[0] == name)
+    _, d, causal, window, softcap, dtype, deterministic = next(v for v in VARIANTS if v[0] == name)
     b, n, h = 2, 2048, 16
     dtype = getattr(torch, TORCH_DTYPES[dtype])
     q, k, v, do = (torch.randn(b, n, h, d, device="cuda", dtype=dtype) for _ in range(4))
@@ -77,7 +79,8 @@ def child(name, prepare):
         return out, (time.perf_counter() - start) * 1e3
 
     def fwd():
-        return flashgen.attention(q, k, v, causal=causal, window_size=window, softcap=softcap)
+        return flashgen.attention(q, k, v, causal=causal, window_size=window, softcap=softcap,
+                                  deterministic=deterministic)
 
     o, first_fwd = timed(fwd)
     _, first_bwd = timed(lambda: o.backward(do))
@@ -89,7 +92,7 @@ def child(name, prepare):
 
 def run_gpu(args):
     rows = []
-    for name, *_ in VARIANTS:
+    for name in args.chosen:
         for prepare in (True, False):
             with tempfile.TemporaryDirectory(prefix="flashgen-cold-") as cache:
                 env = dict(os.environ, FLASHGEN_CACHE_DIR=cache, FLASHGEN_AUTOTUNE="off",
@@ -103,7 +106,7 @@ def run_gpu(args):
             r = json.loads(out.stdout.strip().splitlines()[-1])
             r.update(variant=name, prepare=prepare, packaged=args.packaged, substitute=args.substitute)
             rows.append(r)
-            print(f"{name:22s} prepare={int(prepare)}  first fwd {r['first_fwd_ms']:7.0f} ms  first bwd "
+            print(f"{name:25s} prepare={int(prepare)}  first fwd {r['first_fwd_ms']:7.0f} ms  first bwd "
                   f"{r['first_bwd_ms']:7.0f} ms  total {r['first_fwd_ms'] + r['first_bwd_ms']:7.0f} ms  "
                   f"(warm fwd+bwd {r['warm_ms']:.1f} ms; once per process before it: {r['process_once_ms']:.0f} ms)",
                   flush=True)
@@ -112,14 +115,16 @@ def run_gpu(args):
 
 def run_cpu(args):
     rows = []
-    for name, d, causal, window, softcap, dtype in VARIANTS:
+    for name, d, causal, window, softcap, dtype, deterministic in VARIANTS:
+        if name not in args.chosen:
+            continue
         row = {"variant": name}
         for passes in ("fwd", "bwd", "fwd,bwd"):
             with tempfile.TemporaryDirectory(prefix="flashgen-cold-") as cache:
                 cmd = [args.cli, "cache", "warm", "--cache-dir", cache, "--head-dims", str(d), "--dtypes", dtype,
                        "--archs", "sm_90a", "--causal", "on" if causal else "off", "--passes", passes,
                        "--window", "on" if window != (-1, -1) else "off", "--softcap", "on" if softcap else "off",
-                       "--deterministic", "off", "--seqlens", "2k"]
+                       "--deterministic", "on" if deterministic else "off", "--seqlens", "2k"]
                 start = time.perf_counter()
                 out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
                 row[passes] = (time.perf_counter() - start) * 1e3
@@ -127,7 +132,7 @@ def run_cpu(args):
                 print(f"{name} {passes}: {' '.join(cmd)} failed\n{out.stderr[-2000:]}", file=sys.stderr)
                 return 1
         rows.append(row)
-        print(f"{name:22s} compile wall: fwd {row['fwd']:6.0f} ms  bwd {row['bwd']:6.0f} ms  fwd+bwd "
+        print(f"{name:25s} compile wall: fwd {row['fwd']:6.0f} ms  bwd {row['bwd']:6.0f} ms  fwd+bwd "
               f"{row['fwd,bwd']:6.0f} ms ({os.cpu_count()} cores)", flush=True)
     return write(args, {"mode": "cpu", "cores": os.cpu_count(), "rows": rows})
 
@@ -147,9 +152,16 @@ def main():
     p.add_argument("--packaged", help="a package's kernel set for the GPU runs (FLASHGEN_PACKAGED_KERNELS)")
     p.add_argument("--substitute", action="store_true",
                    help="with --packaged: the next head-dim class's kernels stand in while a variant compiles")
+    p.add_argument("--variants", help="only these variants (comma-separated names; default: all)")
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--prepare", type=int, default=1, help=argparse.SUPPRESS)
     args = p.parse_args()
+    names = [v[0] for v in VARIANTS]
+    chosen = args.variants.split(",") if args.variants else names
+    unknown = [n for n in chosen if n not in names]
+    if unknown:
+        p.error(f"--variants: unknown {', '.join(unknown)}; expected names from {', '.join(names)}")
+    args.chosen = chosen
     if args.child:
         child(args.child, bool(args.prepare))
         return 0

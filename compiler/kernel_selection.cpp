@@ -25,6 +25,7 @@ KernelSpec base_spec(const ProblemKey& p, Pass pass, Arch arch) {
   s.pass = pass;
   s.arch = arch;
   s.paged = p.paged && pass == Pass::fwd_splitkv;  // only that kernel reads the pages
+  s.deterministic = p.deterministic && is_backward(pass);
   return s;
 }
 

@@ -24,6 +24,11 @@ enum class Pass : int {
   fwd_combine = 6,     // decode forward over several splits: the parts merged by lse into o and lse
   kv_append = 7,       // new K/V rows into a KV cache at each sequence's length, keys (and q) rotated
 };
+// The backward's passes: the only ones whose code reads `deterministic` (the forward has no
+// atomics), so the specs of the others leave it unset and a deterministic call shares their kernels.
+constexpr bool is_backward(Pass p) {
+  return p == Pass::bwd_preprocess || p == Pass::bwd_dkdv || p == Pass::bwd_dq || p == Pass::bwd_dq_convert;
+}
 constexpr Pass kAllPasses[] = {Pass::fwd,         Pass::bwd_preprocess, Pass::bwd_dkdv,    Pass::bwd_dq,
                                Pass::bwd_dq_convert, Pass::fwd_splitkv, Pass::fwd_combine, Pass::kv_append};
 

@@ -147,6 +147,7 @@ TuningKey tuning_key(const ProblemKey& p, TunedPass pass, Arch arch) {
   TuningKey k;
   static_cast<ProblemOptions&>(k) = p;
   k.pass = pass;
+  k.deterministic = p.deterministic && pass == TunedPass::backward;  // the forward's kernels ignore it
   k.seqlen_bucket = seqlen_bucket(p.seqlen_q, p.seqlen_k);
   k.arch = arch;
   return k;

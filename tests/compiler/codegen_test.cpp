@@ -239,6 +239,13 @@ TEST(KernelSelection, EveryHeadDimGetsValidKernelsOnEveryArch) {
         EXPECT_EQ(bwd[0].pass, Pass::bwd_preprocess);
         EXPECT_EQ(bwd[1].pass, Pass::bwd_dkdv);
         EXPECT_EQ(bwd[2].pass, k.deterministic ? Pass::bwd_dq : Pass::bwd_dq_convert);
+        // Only the backward's kernels differ for deterministic gradients: the forward has no
+        // atomics, so a deterministic call runs (and caches, ships, tunes) the same forward.
+        ProblemKey other = k;
+        other.deterministic = !k.deterministic;
+        EXPECT_EQ(fwd[0], select_forward_kernels(other, arch)[0]) << fwd[0].uri();
+        EXPECT_FALSE(fwd[0].deterministic) << fwd[0].uri();
+        for (int i = 0; i < 3; ++i) EXPECT_EQ(bwd[i].deterministic, k.deterministic) << bwd[i].uri();
         for (const KernelSpec& s : {fwd[0], bwd[0], bwd[1], bwd[2]}) {
           EXPECT_TRUE(s.problems().empty()) << s.uri();
           EXPECT_LE(s.shared_memory_bytes(), max_shared_memory(arch)) << s.uri();

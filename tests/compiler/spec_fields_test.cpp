@@ -87,8 +87,8 @@ TEST(SpecFields, ChangingAnyOneFieldChangesEveryForm) {
       EXPECT_NE(mlir_kernel(t), mlir_kernel(s)) << field.name;
       if (field.role == FieldRole::problem) {
         EXPECT_NE(problem_field_values(t), problem_field_values(s)) << field.name;
-        EXPECT_NE(tuning_key(problem_key_of(t), TunedPass::forward, t.arch).name(),
-                  tuning_key(problem_key_of(s), TunedPass::forward, s.arch).name())
+        EXPECT_NE(tuning_key(problem_key_of(t), TunedPass::backward, t.arch).name(),  // it keeps every field
+                  tuning_key(problem_key_of(s), TunedPass::backward, s.arch).name())
             << field.name;
       }
     });
@@ -162,7 +162,7 @@ TEST(SpecFields, ProblemOptionsAreTheProblemFields) {
   for (int i = 0; i < 100; ++i) {
     const KernelSpec s = random_spec(rng);
     // Selection builds its specs from the problem's options: the spec's own come back.
-    const TuningKey k = tuning_key(problem_key_of(s), TunedPass::forward, s.arch);
+    const TuningKey k = tuning_key(problem_key_of(s), TunedPass::backward, s.arch);  // the forward drops deterministic
     EXPECT_EQ(static_cast<const ProblemOptions&>(k), static_cast<const ProblemOptions&>(s));
     EXPECT_EQ(static_cast<const ProblemOptions&>(tuning_problem(k)), static_cast<const ProblemOptions&>(s));
   }
