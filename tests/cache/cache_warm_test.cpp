@@ -231,9 +231,31 @@ TEST(CacheWarm, BadOptionsFailNamingTheOptionBeforeAnyWrite) {
   EXPECT_THAT(not_a_dir.output, HasSubstr("--cache-dir: cannot warm /dev/null/cache: "));
 }
 
+// A cache given the package `pkg` serves every one of `specs` with no NVRTC to be found
+// (FLASHGEN_NVRTC names a missing file: ctest runs each test in a process of its own, which
+// has loaded no NVRTC before), writes nothing of its own, and fails clearly on a kernel the
+// package lacks.
+void expect_served_without_nvrtc(const fs::path& scratch, const fs::path& pkg, const std::vector<KernelSpec>& specs) {
+  ScopedEnv no_nvrtc("FLASHGEN_NVRTC", (scratch / "no-libnvrtc.so").string());
+  KernelCacheOptions options;
+  options.dir = scratch / "mine";
+  options.packaged_kernels = pkg;
+  LogCapture log;
+  options.log = log.sink();
+  KernelCache cache(options);
+  for (const CompiledKernel* k : cache.get_many(specs)) EXPECT_TRUE(k->from_disk_cache) << k->spec.uri();
+  EXPECT_EQ(cache.stats().packaged_hits, static_cast<long>(specs.size()));
+  EXPECT_EQ(cache.stats().compiles, 0);
+  EXPECT_TRUE(log.warnings().empty());
+  EXPECT_FALSE(fs::exists(scratch / "mine")) << "serving packaged kernels writes nothing";
+  // The kernel the package lacks needs NVRTC, which is not there: a clear error, not a hang.
+  KernelSpec absent = specs.front();
+  absent.head_dim = 128;
+  EXPECT_THROW(cache.get(absent), Error);
+}
+
 // A package's kernel set: `--package DIR` warms DIR/nvrtc-<release>, and a cache given DIR
-// serves every kernel of it with no NVRTC to be found (FLASHGEN_NVRTC names a missing file:
-// ctest runs each test in a process of its own, which has loaded no NVRTC before).
+// serves every kernel of it with no NVRTC.
 TEST(CacheWarm, APackageSetServesItsKernelsWhereNoNvrtcCanBeLoaded) {
   ScratchDir scratch;
   const fs::path pkg = scratch.path() / "pkg";
@@ -258,22 +280,30 @@ TEST(CacheWarm, APackageSetServesItsKernelsWhereNoNvrtcCanBeLoaded) {
   EXPECT_THAT(warm.output, HasSubstr(fmt::format("compiled         {} (", specs.size())));
   EXPECT_EQ(entry_names(pkg / sets[0]).size(), specs.size());
 
-  ScopedEnv no_nvrtc("FLASHGEN_NVRTC", (scratch.path() / "no-libnvrtc.so").string());
-  KernelCacheOptions options;
-  options.dir = scratch.path() / "mine";
-  options.packaged_kernels = pkg;
-  LogCapture log;
-  options.log = log.sink();
-  KernelCache cache(options);
-  for (const CompiledKernel* k : cache.get_many(specs)) EXPECT_TRUE(k->from_disk_cache) << k->spec.uri();
-  EXPECT_EQ(cache.stats().packaged_hits, static_cast<long>(specs.size()));
-  EXPECT_EQ(cache.stats().compiles, 0);
-  EXPECT_TRUE(log.warnings().empty());
-  EXPECT_FALSE(fs::exists(scratch.path() / "mine")) << "serving packaged kernels writes nothing";
-  // The kernel the package lacks needs NVRTC, which is not there: a clear error, not a hang.
-  KernelSpec absent = specs.front();
-  absent.head_dim = 128;
-  EXPECT_THROW(cache.get(absent), Error);
+  expect_served_without_nvrtc(scratch.path(), pkg, specs);
+}
+
+// The wheel's set warms the forward with the non-deterministic variants and the deterministic
+// backward apart (cmake/FlashgenPackagedKernels.cmake): a deterministic variant's forward is
+// the other's kernel, so the two parts serve all of it.
+TEST(CacheWarm, TheSetsDeterministicPartServesADeterministicVariantWithTheForwardOfTheOther) {
+  ScratchDir scratch;
+  const fs::path pkg = scratch.path() / "pkg";
+  ProblemKey p;
+  p.head_dim = 64;
+  p.dtype = DType::bf16;
+  p.causal = true;
+  p.deterministic = true;
+  p.seqlen_q = p.seqlen_k = 4096;
+  std::vector<KernelSpec> specs = select_forward_kernels(p, Arch::sm_90a);
+  for (const KernelSpec& s : select_backward_kernels(p, Arch::sm_90a)) specs.push_back(s);
+  const std::string set = fmt::format("cache warm --package '{}' --head-dims 64 --dtypes bf16 --archs sm_90a "
+                                      "--causal on --seqlens 4k ", pkg.string());
+  for (const char* part : {"--passes fwd,bwd", "--deterministic on --passes bwd"}) {
+    const CliRun warm = flashgen("", set + part, kWarmTimeout);
+    ASSERT_EQ(warm.status, 0) << part << "\n" << warm.output;
+  }
+  expect_served_without_nvrtc(scratch.path(), pkg, specs);
 }
 
 TEST(CacheWarm, CompilesTheAutotuneWinnersOfTheDirectoryToo) {
