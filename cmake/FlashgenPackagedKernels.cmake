@@ -7,14 +7,17 @@
 # The set: `cache warm` option strings, one warm each (a CMake list). Every variant of the
 # common head dims on every arch, forward, backward and decode; and on Hopper, in bf16 and fp16,
 # the window and softcap variants (Mistral's windows, Gemma 2's softcap with or without them);
-# and the deterministic variants of the common head dims, which no substitute may stand in for
-# (their first and later calls must be bitwise equal).
+# the deterministic variants of the common head dims, which no substitute may stand in for
+# (their first and later calls must be bitwise equal); and the common variants over packed
+# sequences (varlen: cu_seqlens, and decode's queries packed over a KV cache), which no
+# substitute serves either.
 # Other head dims with these options run on the set's next class at their first calls while
 # their own kernels compile (docs/cache.md, "Substitute kernels while a variant compiles").
 set(FLASHGEN_PACKAGED_KERNELS
     "--head-dims 64,128,256 --dtypes bf16,fp16 --causal both --passes fwd,bwd --seqlens 1,1k,4k,16k --archs sm_80,sm_86,sm_89,sm_90a"
     "--head-dims 64,128,256 --dtypes bf16,fp16 --causal both --window both --softcap both --passes fwd,bwd --seqlens 1k,4k,16k --archs sm_90a"
     "--head-dims 64,128,256 --dtypes bf16,fp16 --causal both --deterministic on --passes bwd --seqlens 1k,4k,16k --archs sm_80,sm_86,sm_89,sm_90a"
+    "--head-dims 64,128,256 --dtypes bf16,fp16 --causal both --varlen on --passes fwd,bwd --seqlens 1,1k,4k,16k --archs sm_80,sm_86,sm_89,sm_90a"
     CACHE STRING "`flashgen cache warm` options of the kernel set the wheel ships, one warm per list item (OFF: none)")
 set(FLASHGEN_PACKAGED_NVRTC "${CUDA_nvrtc_LIBRARY}"
     CACHE STRING "libnvrtc files (;-separated) whose kernels the wheel ships, newest CUDA first (default: the toolkit's)")

@@ -41,6 +41,12 @@ std::string small_set(const fs::path& dir) {
                      dir.string());
 }
 
+// Appends the specs `out` does not hold yet.
+void add_each(std::vector<KernelSpec>& out, const std::vector<KernelSpec>& specs) {
+  for (const KernelSpec& s : specs)
+    if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
+}
+
 // What the selector names for the small set, distinct (found here, not by the command).
 std::vector<KernelSpec> small_set_kernels() {
   std::vector<KernelSpec> out;
@@ -52,10 +58,8 @@ std::vector<KernelSpec> small_set_kernels() {
         p.dtype = DType::bf16;
         p.causal = causal;
         p.seqlen_q = p.seqlen_k = n;
-        std::vector<KernelSpec> specs = select_forward_kernels(p, arch);
-        for (const KernelSpec& s : select_backward_kernels(p, arch)) specs.push_back(s);
-        for (const KernelSpec& s : specs)
-          if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
+        add_each(out, select_forward_kernels(p, arch));
+        add_each(out, select_backward_kernels(p, arch));
       }
   return out;
 }
@@ -213,6 +217,7 @@ TEST(CacheWarm, BadOptionsFailNamingTheOptionBeforeAnyWrite) {
       {"--causal sometimes", "--causal: sometimes not in {on,off,both}"},
       {"--window maybe", "--window: got 'maybe', expected on, off or both"},
       {"--deterministic yes", "--deterministic: got 'yes', expected on, off or both"},
+      {"--varlen packed", "--varlen: got 'packed', expected on, off or both"},
       {"--threads -2", "--threads: got -2, expected a count >= 1 (0: one per core)"},
       {"--device 'NVIDIA H200'", "--device: 'NVIDIA H200' needs the autotune winners, autotune.json in"},
       {"--package '" + dir.string() + "'", "--package: given with --cache-dir, expected one of them"},
@@ -303,6 +308,32 @@ TEST(CacheWarm, TheSetsDeterministicPartServesADeterministicVariantWithTheForwar
     const CliRun warm = flashgen("", set + part, kWarmTimeout);
     ASSERT_EQ(warm.status, 0) << part << "\n" << warm.output;
   }
+  expect_served_without_nvrtc(scratch.path(), pkg, specs);
+}
+
+// `--varlen on` warms the kernels of packed sequences (the wheel's set holds the common
+// variants so): a packed call's forward, backward and packed decode come from them.
+TEST(CacheWarm, VarlenWarmsTheKernelsOfPackedSequences) {
+  ScratchDir scratch;
+  const fs::path pkg = scratch.path() / "pkg";
+  std::vector<KernelSpec> specs;
+  for (long long n : {1LL, 4096LL}) {
+    ProblemKey p;
+    p.head_dim = 64;
+    p.dtype = DType::bf16;
+    p.causal = true;
+    p.varlen = true;
+    p.seqlen_q = p.seqlen_k = n;  // as `--seqlens` declares them
+    add_each(specs, select_forward_kernels(p, Arch::sm_90a));
+    if (n > 1) add_each(specs, select_backward_kernels(p, Arch::sm_90a));
+  }
+  for (const KernelSpec& s : specs) EXPECT_TRUE(s.varlen) << s.uri();
+  const CliRun warm = flashgen("", fmt::format("cache warm --package '{}' --head-dims 64 --dtypes bf16 --archs sm_90a "
+                                               "--causal on --varlen on --passes fwd,bwd --seqlens 1,4k",
+                                               pkg.string()),
+                               kWarmTimeout);
+  ASSERT_EQ(warm.status, 0) << warm.output;
+  EXPECT_THAT(warm.output, HasSubstr(fmt::format("compiled         {} (", specs.size())));
   expect_served_without_nvrtc(scratch.path(), pkg, specs);
 }
 

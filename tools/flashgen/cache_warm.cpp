@@ -28,7 +28,7 @@ namespace fs = std::filesystem;
 struct WarmOptions {
   ProblemSetOptions problems;  // --head-dims, --dtypes, --causal, --seqlens, --passes
   std::vector<std::string> archs = {"sm_80", "sm_90a"};
-  std::string window = "off", softcap = "off", deterministic = "off";
+  std::string window = "off", softcap = "off", deterministic = "off", varlen = "off";
   std::string cache_dir;
   std::string package;  // --package: a kernel set for a package, DIR/nvrtc-<version>
   std::string device;  // whose autotune winners to compile too (autotune.json in the directory)
@@ -69,6 +69,7 @@ std::vector<KernelSpec> kernels_to_warm(const WarmOptions& o, const std::vector<
   set.window = parse_on_off_both(o.window, "--window");
   set.softcap = parse_on_off_both(o.softcap, "--softcap");
   set.deterministic = parse_on_off_both(o.deterministic, "--deterministic");
+  const std::vector<bool> varlens = parse_on_off_both(o.varlen, "--varlen");
   const std::vector<TuneShape> shapes = problem_shapes(set);
   std::error_code ec;
   const bool tuned = fs::is_regular_file(dir / TuningDb::kFileName, ec);
@@ -91,14 +92,16 @@ std::vector<KernelSpec> kernels_to_warm(const WarmOptions& o, const std::vector<
       t.log = default_log_sink();
       winners.emplace(std::move(t));
     }
-    for (const TuneShape& shape : shapes) {
-      const ProblemKey problem = problem_key(shape);
-      for (TunedPass pass : {TunedPass::forward, TunedPass::backward}) {
-        if (!(pass == TunedPass::forward ? shape.forward : shape.backward)) continue;
-        add_distinct(out, heuristic.select(problem, pass));
-        if (winners) add_distinct(out, winners->select(problem, pass));
+    for (const TuneShape& shape : shapes)
+      for (bool varlen : varlens) {
+        ProblemKey problem = problem_key(shape);
+        problem.varlen = varlen;  // packed sequences: the length is their longest
+        for (TunedPass pass : {TunedPass::forward, TunedPass::backward}) {
+          if (!(pass == TunedPass::forward ? shape.forward : shape.backward)) continue;
+          add_distinct(out, heuristic.select(problem, pass));
+          if (winners) add_distinct(out, winners->select(problem, pass));
+        }
       }
-    }
   }
   return out;
 }
@@ -251,6 +254,10 @@ void add_cache_warm(CLI::App& cache) {
   cmd->add_option("--window", o->window, "sliding-window kernels: on, off or both")->capture_default_str();
   cmd->add_option("--softcap", o->softcap, "soft-capping kernels: on, off or both")->capture_default_str();
   cmd->add_option("--deterministic", o->deterministic, "deterministic backward (separate dQ kernel): on, off or both")
+      ->capture_default_str();
+  cmd->add_option("--varlen", o->varlen,
+                  "kernels of packed variable-length sequences (cu_seqlens; with --seqlens 1: queries packed over a "
+                  "KV cache): on, off or both")
       ->capture_default_str();
   cmd->add_option("--cache-dir", o->cache_dir,
                   "the directory to warm (default: FLASHGEN_CACHE_DIR, else the default cache directory); an "
