@@ -9,8 +9,8 @@
 # the window and softcap variants (Mistral's windows, Gemma 2's softcap with or without them);
 # the deterministic variants of the common head dims, which no substitute may stand in for
 # (their first and later calls must be bitwise equal); and the common variants over packed
-# sequences (varlen: cu_seqlens, and decode's queries packed over a KV cache), which no
-# substitute serves either.
+# sequences (varlen: cu_seqlens; the lengths stand for the longest sequence, 1 for batches of
+# short ones), which no substitute serves either.
 # Other head dims with these options run on the set's next class at their first calls while
 # their own kernels compile (docs/cache.md, "Substitute kernels while a variant compiles").
 set(FLASHGEN_PACKAGED_KERNELS

@@ -312,7 +312,8 @@ TEST(CacheWarm, TheSetsDeterministicPartServesADeterministicVariantWithTheForwar
 }
 
 // `--varlen on` warms the kernels of packed sequences (the wheel's set holds the common
-// variants so): a packed call's forward, backward and packed decode come from them.
+// variants so): a packed call's forward and backward come from them, for long sequences and
+// for batches of short ones (other tiles).
 TEST(CacheWarm, VarlenWarmsTheKernelsOfPackedSequences) {
   ScratchDir scratch;
   const fs::path pkg = scratch.path() / "pkg";
@@ -325,7 +326,7 @@ TEST(CacheWarm, VarlenWarmsTheKernelsOfPackedSequences) {
     p.varlen = true;
     p.seqlen_q = p.seqlen_k = n;  // as `--seqlens` declares them
     add_each(specs, select_forward_kernels(p, Arch::sm_90a));
-    if (n > 1) add_each(specs, select_backward_kernels(p, Arch::sm_90a));
+    add_each(specs, select_backward_kernels(p, Arch::sm_90a));
   }
   for (const KernelSpec& s : specs) EXPECT_TRUE(s.varlen) << s.uri();
   const CliRun warm = flashgen("", fmt::format("cache warm --package '{}' --head-dims 64 --dtypes bf16 --archs sm_90a "

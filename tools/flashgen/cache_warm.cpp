@@ -256,8 +256,8 @@ void add_cache_warm(CLI::App& cache) {
   cmd->add_option("--deterministic", o->deterministic, "deterministic backward (separate dQ kernel): on, off or both")
       ->capture_default_str();
   cmd->add_option("--varlen", o->varlen,
-                  "kernels of packed variable-length sequences (cu_seqlens; with --seqlens 1: queries packed over a "
-                  "KV cache): on, off or both")
+                  "kernels of packed variable-length sequences (cu_seqlens; --seqlens stands for the longest "
+                  "sequence): on, off or both")
       ->capture_default_str();
   cmd->add_option("--cache-dir", o->cache_dir,
                   "the directory to warm (default: FLASHGEN_CACHE_DIR, else the default cache directory); an "
