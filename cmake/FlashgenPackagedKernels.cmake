@@ -10,7 +10,8 @@
 # the deterministic variants of the common head dims, which no substitute may stand in for
 # (their first and later calls must be bitwise equal); and the common variants over packed
 # sequences (varlen: cu_seqlens; the lengths stand for the longest sequence, 1 for batches of
-# short ones), which no substitute serves either.
+# short ones) and the decode over a contiguous or paged KV cache (dense or packed queries, up
+# to 16 query rows per KV head), which no substitute serves either.
 # Other head dims with these options run on the set's next class at their first calls while
 # their own kernels compile (docs/cache.md, "Substitute kernels while a variant compiles").
 set(FLASHGEN_PACKAGED_KERNELS
@@ -18,6 +19,7 @@ set(FLASHGEN_PACKAGED_KERNELS
     "--head-dims 64,128,256 --dtypes bf16,fp16 --causal both --window both --softcap both --passes fwd,bwd --seqlens 1k,4k,16k --archs sm_90a"
     "--head-dims 64,128,256 --dtypes bf16,fp16 --causal both --deterministic on --passes bwd --seqlens 1k,4k,16k --archs sm_80,sm_86,sm_89,sm_90a"
     "--head-dims 64,128,256 --dtypes bf16,fp16 --causal both --varlen on --passes fwd,bwd --seqlens 1,1k,4k,16k --archs sm_80,sm_86,sm_89,sm_90a"
+    "--head-dims 64,128,256 --dtypes bf16,fp16 --causal both --varlen both --kv-cache contiguous,paged --passes fwd --seqlens 1 --archs sm_80,sm_86,sm_89,sm_90a"
     CACHE STRING "`flashgen cache warm` options of the kernel set the wheel ships, one warm per list item (OFF: none)")
 set(FLASHGEN_PACKAGED_NVRTC "${CUDA_nvrtc_LIBRARY}"
     CACHE STRING "libnvrtc files (;-separated) whose kernels the wheel ships, newest CUDA first (default: the toolkit's)")

@@ -218,6 +218,7 @@ TEST(CacheWarm, BadOptionsFailNamingTheOptionBeforeAnyWrite) {
       {"--window maybe", "--window: got 'maybe', expected on, off or both"},
       {"--deterministic yes", "--deterministic: got 'yes', expected on, off or both"},
       {"--varlen packed", "--varlen: got 'packed', expected on, off or both"},
+      {"--kv-cache ring", "--kv-cache: got 'ring', expected none, contiguous or paged"},
       {"--threads -2", "--threads: got -2, expected a count >= 1 (0: one per core)"},
       {"--device 'NVIDIA H200'", "--device: 'NVIDIA H200' needs the autotune winners, autotune.json in"},
       {"--package '" + dir.string() + "'", "--package: given with --cache-dir, expected one of them"},
@@ -255,7 +256,7 @@ void expect_served_without_nvrtc(const fs::path& scratch, const fs::path& pkg, c
   EXPECT_FALSE(fs::exists(scratch / "mine")) << "serving packaged kernels writes nothing";
   // The kernel the package lacks needs NVRTC, which is not there: a clear error, not a hang.
   KernelSpec absent = specs.front();
-  absent.head_dim = 128;
+  absent.head_dim = specs.front().head_dim == 96 ? 80 : 96;
   EXPECT_THROW(cache.get(absent), Error);
 }
 
@@ -331,6 +332,34 @@ TEST(CacheWarm, VarlenWarmsTheKernelsOfPackedSequences) {
   for (const KernelSpec& s : specs) EXPECT_TRUE(s.varlen) << s.uri();
   const CliRun warm = flashgen("", fmt::format("cache warm --package '{}' --head-dims 64 --dtypes bf16 --archs sm_90a "
                                                "--causal on --varlen on --passes fwd,bwd --seqlens 1,4k",
+                                               pkg.string()),
+                               kWarmTimeout);
+  ASSERT_EQ(warm.status, 0) << warm.output;
+  EXPECT_THAT(warm.output, HasSubstr(fmt::format("compiled         {} (", specs.size())));
+  expect_served_without_nvrtc(scratch.path(), pkg, specs);
+}
+
+// `--kv-cache`: the split-KV forward over a contiguous or paged cache, packed queries with
+// `--varlen`; no backward (there is none over a KV cache).
+TEST(CacheWarm, KvCacheWarmsTheSplitKvForwardAndNoBackward) {
+  ScratchDir scratch;
+  const fs::path pkg = scratch.path() / "pkg";
+  std::vector<KernelSpec> specs;
+  for (bool paged : {false, true}) {
+    ProblemKey p;
+    p.head_dim = 128;
+    p.dtype = DType::bf16;
+    p.varlen = true;
+    p.paged = paged;
+    p.seqused_k = !paged;
+    p.seqlen_q = p.seqlen_k = 1;
+    ASSERT_FALSE(has_backward(p));
+    add_each(specs, select_forward_kernels(p, Arch::sm_90a));
+  }
+  ASSERT_EQ(specs.front().pass, Pass::fwd_splitkv);
+  const CliRun warm = flashgen("", fmt::format("cache warm --package '{}' --head-dims 128 --dtypes bf16 --archs sm_90a "
+                                               "--causal off --varlen on --kv-cache contiguous,paged --passes fwd,bwd "
+                                               "--seqlens 1",
                                                pkg.string()),
                                kWarmTimeout);
   ASSERT_EQ(warm.status, 0) << warm.output;

@@ -9,6 +9,7 @@
 #include <iostream>
 #include <memory>
 
+#include "compiler/kernel_selection.h"
 #include "runtime/autotune_db.h"
 #include "runtime/autotune_selection.h"
 #include "runtime/cache_directory.h"
@@ -29,6 +30,7 @@ struct WarmOptions {
   ProblemSetOptions problems;  // --head-dims, --dtypes, --causal, --seqlens, --passes
   std::vector<std::string> archs = {"sm_80", "sm_90a"};
   std::string window = "off", softcap = "off", deterministic = "off", varlen = "off";
+  std::vector<std::string> kv_caches = {"none"};
   std::string cache_dir;
   std::string package;  // --package: a kernel set for a package, DIR/nvrtc-<version>
   std::string device;  // whose autotune winners to compile too (autotune.json in the directory)
@@ -56,6 +58,24 @@ std::vector<Arch> parse_archs(const std::vector<std::string>& names) {
   return out;
 }
 
+enum class KvCache { none, contiguous, paged };
+
+std::vector<KvCache> parse_kv_caches(const std::vector<std::string>& names) {
+  if (names.empty()) throw Error(Status::invalid_argument, "--kv-cache: is empty, expected some of none, contiguous, paged");
+  std::vector<KvCache> out;
+  for (const std::string& name : names) {
+    const KvCache c = name == "none"         ? KvCache::none
+                      : name == "contiguous" ? KvCache::contiguous
+                      : name == "paged"      ? KvCache::paged
+                                             : throw Error(Status::invalid_argument,
+                                                           fmt::format("--kv-cache: got '{}', expected none, contiguous "
+                                                                       "or paged",
+                                                                       name));
+    if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+  }
+  return out;
+}
+
 void add_distinct(std::vector<KernelSpec>& out, const std::vector<KernelSpec>& specs) {
   for (const KernelSpec& s : specs)
     if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
@@ -70,6 +90,7 @@ std::vector<KernelSpec> kernels_to_warm(const WarmOptions& o, const std::vector<
   set.softcap = parse_on_off_both(o.softcap, "--softcap");
   set.deterministic = parse_on_off_both(o.deterministic, "--deterministic");
   const std::vector<bool> varlens = parse_on_off_both(o.varlen, "--varlen");
+  const std::vector<KvCache> kv_caches = parse_kv_caches(o.kv_caches);
   const std::vector<TuneShape> shapes = problem_shapes(set);
   std::error_code ec;
   const bool tuned = fs::is_regular_file(dir / TuningDb::kFileName, ec);
@@ -93,15 +114,19 @@ std::vector<KernelSpec> kernels_to_warm(const WarmOptions& o, const std::vector<
       winners.emplace(std::move(t));
     }
     for (const TuneShape& shape : shapes)
-      for (bool varlen : varlens) {
-        ProblemKey problem = problem_key(shape);
-        problem.varlen = varlen;  // packed sequences: the length is their longest
-        for (TunedPass pass : {TunedPass::forward, TunedPass::backward}) {
-          if (!(pass == TunedPass::forward ? shape.forward : shape.backward)) continue;
-          add_distinct(out, heuristic.select(problem, pass));
-          if (winners) add_distinct(out, winners->select(problem, pass));
+      for (bool varlen : varlens)
+        for (KvCache cache : kv_caches) {
+          ProblemKey problem = problem_key(shape);
+          problem.varlen = varlen;  // packed sequences: the length is their longest
+          // Over a KV cache the split-KV forward runs (key counts read on the device), no backward.
+          problem.seqused_k = cache == KvCache::contiguous;
+          problem.paged = cache == KvCache::paged;
+          for (TunedPass pass : {TunedPass::forward, TunedPass::backward}) {
+            if (!(pass == TunedPass::forward ? shape.forward : (shape.backward && has_backward(problem)))) continue;
+            add_distinct(out, heuristic.select(problem, pass));
+            if (winners) add_distinct(out, winners->select(problem, pass));
+          }
         }
-      }
   }
   return out;
 }
@@ -258,6 +283,11 @@ void add_cache_warm(CLI::App& cache) {
   cmd->add_option("--varlen", o->varlen,
                   "kernels of packed variable-length sequences (cu_seqlens; --seqlens stands for the longest "
                   "sequence): on, off or both")
+      ->capture_default_str();
+  cmd->add_option("--kv-cache", o->kv_caches,
+                  "forward kernels over a KV cache (comma-separated): none, contiguous (key counts per sequence), "
+                  "paged (a block table, any page size); with --varlen, packed queries over it")
+      ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--cache-dir", o->cache_dir,
                   "the directory to warm (default: FLASHGEN_CACHE_DIR, else the default cache directory); an "
