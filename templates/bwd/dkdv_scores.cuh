@@ -14,9 +14,10 @@ namespace flash {
 
 // The stage's lse * log2e or D of this thread's query column 8 nt + 2 (lane % 4) + e of
 // fragment value e. On 64-query tiles one 8-byte load per column pair (asm loads are never
-// merged: one per value, the e = 0 and e = 2 values twice, made up a fifth of the d128 dK/dV
-// kernel's shared-memory wavefronts); on 128-query tiles (d64) a load per value, as the pair's
-// registers made the deterministic kernel spill (4-28 bytes).
+// merged: one per value, the e = 0 and e = 2 values twice, was 3 % of the d128 dK/dV kernel's
+// instructions; the pairs took the backward up 0.4-2.8 %, docs/perf-notes.md); on 128-query
+// tiles (d64) a load per value, as the pair's registers made the deterministic kernel spill
+// (4-28 bytes).
 template <int kMT>
 struct RowStats {
   static constexpr bool kPairs = kMT <= 8;

@@ -260,6 +260,22 @@ void expect_served_without_nvrtc(const fs::path& scratch, const fs::path& pkg, c
   EXPECT_THROW(cache.get(absent), Error);
 }
 
+// Warms the package `scratch`/pkg with each of `parts` (`cache warm` options after --package),
+// as the wheel's set is built, then expects it to serve every one of `specs` with no NVRTC.
+// One part: it compiled exactly `specs`.
+void expect_set_serves(const fs::path& scratch, const std::vector<std::string>& parts,
+                       const std::vector<KernelSpec>& specs) {
+  const fs::path pkg = scratch / "pkg";
+  for (const std::string& part : parts) {
+    const CliRun warm = flashgen("", fmt::format("cache warm --package '{}' {}", pkg.string(), part), kWarmTimeout);
+    ASSERT_EQ(warm.status, 0) << part << "\n" << warm.output;
+    if (parts.size() == 1) {
+      EXPECT_THAT(warm.output, HasSubstr(fmt::format("compiled         {} (", specs.size())));
+    }
+  }
+  expect_served_without_nvrtc(scratch, pkg, specs);
+}
+
 // A package's kernel set: `--package DIR` warms DIR/nvrtc-<release>, and a cache given DIR
 // serves every kernel of it with no NVRTC.
 TEST(CacheWarm, APackageSetServesItsKernelsWhereNoNvrtcCanBeLoaded) {
@@ -294,7 +310,6 @@ TEST(CacheWarm, APackageSetServesItsKernelsWhereNoNvrtcCanBeLoaded) {
 // the other's kernel, so the two parts serve all of it.
 TEST(CacheWarm, TheSetsDeterministicPartServesADeterministicVariantWithTheForwardOfTheOther) {
   ScratchDir scratch;
-  const fs::path pkg = scratch.path() / "pkg";
   ProblemKey p;
   p.head_dim = 64;
   p.dtype = DType::bf16;
@@ -303,13 +318,8 @@ TEST(CacheWarm, TheSetsDeterministicPartServesADeterministicVariantWithTheForwar
   p.seqlen_q = p.seqlen_k = 4096;
   std::vector<KernelSpec> specs = select_forward_kernels(p, Arch::sm_90a);
   for (const KernelSpec& s : select_backward_kernels(p, Arch::sm_90a)) specs.push_back(s);
-  const std::string set = fmt::format("cache warm --package '{}' --head-dims 64 --dtypes bf16 --archs sm_90a "
-                                      "--causal on --seqlens 4k ", pkg.string());
-  for (const char* part : {"--passes fwd,bwd", "--deterministic on --passes bwd"}) {
-    const CliRun warm = flashgen("", set + part, kWarmTimeout);
-    ASSERT_EQ(warm.status, 0) << part << "\n" << warm.output;
-  }
-  expect_served_without_nvrtc(scratch.path(), pkg, specs);
+  const std::string set = "--head-dims 64 --dtypes bf16 --archs sm_90a --causal on --seqlens 4k ";
+  expect_set_serves(scratch.path(), {set + "--passes fwd,bwd", set + "--deterministic on --passes bwd"}, specs);
 }
 
 // `--varlen on` warms the kernels of packed sequences (the wheel's set holds the common
@@ -317,7 +327,6 @@ TEST(CacheWarm, TheSetsDeterministicPartServesADeterministicVariantWithTheForwar
 // for batches of short ones (other tiles).
 TEST(CacheWarm, VarlenWarmsTheKernelsOfPackedSequences) {
   ScratchDir scratch;
-  const fs::path pkg = scratch.path() / "pkg";
   std::vector<KernelSpec> specs;
   for (long long n : {1LL, 4096LL}) {
     ProblemKey p;
@@ -330,20 +339,16 @@ TEST(CacheWarm, VarlenWarmsTheKernelsOfPackedSequences) {
     add_each(specs, select_backward_kernels(p, Arch::sm_90a));
   }
   for (const KernelSpec& s : specs) EXPECT_TRUE(s.varlen) << s.uri();
-  const CliRun warm = flashgen("", fmt::format("cache warm --package '{}' --head-dims 64 --dtypes bf16 --archs sm_90a "
-                                               "--causal on --varlen on --passes fwd,bwd --seqlens 1,4k",
-                                               pkg.string()),
-                               kWarmTimeout);
-  ASSERT_EQ(warm.status, 0) << warm.output;
-  EXPECT_THAT(warm.output, HasSubstr(fmt::format("compiled         {} (", specs.size())));
-  expect_served_without_nvrtc(scratch.path(), pkg, specs);
+  expect_set_serves(scratch.path(),
+                    {"--head-dims 64 --dtypes bf16 --archs sm_90a --causal on --varlen on --passes fwd,bwd "
+                     "--seqlens 1,4k"},
+                    specs);
 }
 
 // `--kv-cache`: the split-KV forward over a contiguous or paged cache, packed queries with
 // `--varlen`; no backward (there is none over a KV cache).
 TEST(CacheWarm, KvCacheWarmsTheSplitKvForwardAndNoBackward) {
   ScratchDir scratch;
-  const fs::path pkg = scratch.path() / "pkg";
   std::vector<KernelSpec> specs;
   for (bool paged : {false, true}) {
     ProblemKey p;
@@ -357,14 +362,10 @@ TEST(CacheWarm, KvCacheWarmsTheSplitKvForwardAndNoBackward) {
     add_each(specs, select_forward_kernels(p, Arch::sm_90a));
   }
   ASSERT_EQ(specs.front().pass, Pass::fwd_splitkv);
-  const CliRun warm = flashgen("", fmt::format("cache warm --package '{}' --head-dims 128 --dtypes bf16 --archs sm_90a "
-                                               "--causal off --varlen on --kv-cache contiguous,paged --passes fwd,bwd "
-                                               "--seqlens 1",
-                                               pkg.string()),
-                               kWarmTimeout);
-  ASSERT_EQ(warm.status, 0) << warm.output;
-  EXPECT_THAT(warm.output, HasSubstr(fmt::format("compiled         {} (", specs.size())));
-  expect_served_without_nvrtc(scratch.path(), pkg, specs);
+  expect_set_serves(scratch.path(),
+                    {"--head-dims 128 --dtypes bf16 --archs sm_90a --causal off --varlen on "
+                     "--kv-cache contiguous,paged --passes fwd,bwd --seqlens 1"},
+                    specs);
 }
 
 TEST(CacheWarm, CompilesTheAutotuneWinnersOfTheDirectoryToo) {

@@ -8,6 +8,8 @@
 #include <chrono>
 #include <iostream>
 #include <memory>
+#include <string_view>
+#include <utility>
 
 #include "compiler/kernel_selection.h"
 #include "runtime/autotune_db.h"
@@ -61,17 +63,15 @@ std::vector<Arch> parse_archs(const std::vector<std::string>& names) {
 enum class KvCache { none, contiguous, paged };
 
 std::vector<KvCache> parse_kv_caches(const std::vector<std::string>& names) {
+  constexpr std::pair<std::string_view, KvCache> kNames[] = {
+      {"none", KvCache::none}, {"contiguous", KvCache::contiguous}, {"paged", KvCache::paged}};
   if (names.empty()) throw Error(Status::invalid_argument, "--kv-cache: is empty, expected some of none, contiguous, paged");
   std::vector<KvCache> out;
   for (const std::string& name : names) {
-    const KvCache c = name == "none"         ? KvCache::none
-                      : name == "contiguous" ? KvCache::contiguous
-                      : name == "paged"      ? KvCache::paged
-                                             : throw Error(Status::invalid_argument,
-                                                           fmt::format("--kv-cache: got '{}', expected none, contiguous "
-                                                                       "or paged",
-                                                                       name));
-    if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+    const auto* it = std::find_if(std::begin(kNames), std::end(kNames), [&](const auto& n) { return n.first == name; });
+    if (it == std::end(kNames))
+      throw Error(Status::invalid_argument, fmt::format("--kv-cache: got '{}', expected none, contiguous or paged", name));
+    if (std::find(out.begin(), out.end(), it->second) == out.end()) out.push_back(it->second);
   }
   return out;
 }
