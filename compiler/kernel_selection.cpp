@@ -119,6 +119,9 @@ KernelSpec dkdv_spec(const ProblemKey& p, Arch arch) {
   // d64: FA3's 128-query tiles, half the work items per K/V tile, so half the per-item
   // barriers, dS^T stores and dQ reductions (`flashgen tune` on the H200: +8-12 % unmasked,
   // causal +7-10 % at N = 4k/16k; docs/perf-notes.md, "128-query tiles").
+  // (d128's 80-query tiles, FA3's and FA4's unmasked choice, ran 0.4-0.9 % slower at N = 4k
+  // and within the noise at 16k on the H100: a tuning candidate, not the default;
+  // docs/perf-notes.md, "80 x 128".)
   if (arch == Arch::sm_90a && d >= 64 && d <= 128 && p.head_dim % 8 == 0 && !p.softcap)
     return first_valid(s, {d == 64 ? Tiles{128, 128, 12, 2} : Tiles{64, 128, 12, 2}, {64, 128, 12, 2},
                            {64, 128, 8, 2}, {64, 64, 8, 2}});

@@ -101,10 +101,11 @@ std::vector<std::string> KernelSpec::problems() const {
       if (block_m != 64)
         add(out, "block_m: got {} for the warp-specialised dK/dV kernel at padded head_dim 256, expected 64 (two "
             "stages of 64-query Q and dO tiles beside K, V and the shared scores fill the shared memory)", block_m);
-    } else if (!((block_m == 64 || (block_m == 128 && d == 64)) && block_n == 128)) {
+    } else if (!((block_m == 64 || (block_m == 128 && d == 64) || (block_m == 80 && d == 128)) && block_n == 128)) {
       add(out, "block_m/block_n: got {}x{} for the warp-specialised dK/dV kernel at padded head_dim {}, expected "
           "64x128 (two consumer warpgroups of 64 keys, 64-query tiles), at head_dim 64 also 128x128 (S^T and dP^T "
-          "of 128 queries beside dK and dV), at padded head_dim 256 64x64", block_m, block_n, d);
+          "of 128 queries beside dK and dV), at padded head_dim 128 also 80x128 (dQ by head-dim columns), at "
+          "padded head_dim 256 64x64", block_m, block_n, d);
     }
     if (d < 64 || (d > 128 && d != 256))
       add(out, "head_dim: got {} for the warp-specialised dK/dV kernel, expected 49..128 (dK and dV of a "
@@ -181,9 +182,11 @@ std::vector<std::string> KernelSpec::problems() const {
     check_split("block_n", block_n, "dK/dV rows per warp");
     if (!deterministic) check_split("block_m", block_m, "dQ rows per warp");
   }
-  if (pass == Pass::bwd_preprocess || pass == Pass::bwd_dq_convert || pass == Pass::bwd_dkdv) {
+  if (pass == Pass::bwd_preprocess || pass == Pass::bwd_dq_convert ||
+      (pass == Pass::bwd_dkdv && !warp_specialized())) {
     // These index the fp32 dQ accumulator without row bounds: its rows are seqlen_q
-    // rounded up to 128 (the runtime's seqlen_q_rounded).
+    // rounded up to 128 (the runtime's seqlen_q_rounded). (The warp-specialised dK/dV kernel
+    // reads D only in its rows and adds dQ through a map that clips the rest.)
     if (128 % block_m != 0)
       add(out, "block_m: got {}, expected a divisor of 128 (the dQ accumulator's row rounding)", block_m);
   }

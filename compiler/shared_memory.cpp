@@ -58,16 +58,19 @@ int KernelSpec::shared_memory_bytes() const {
       const DkdvMainloop mainloop = dkdv_mainloop(*this);
       const bool shared_scores =
           mainloop == DkdvMainloop::sm90_shared_scores || mainloop == DkdvMainloop::sm90_ws_shared_scores;
-      const int scores = shared_scores ? 2 * tile_bytes(block_n, block_m) + block_n * block_m * 4
-                                       : (deterministic ? 0 : tile_bytes(block_n, block_m));
+      // dS^T, or dS [query][key] where the queries are no whole 64-column blocks of a wgmma
+      // tile (DkdvLayout::kDsByQuery).
+      const int ds = uses_wgmma() && block_m % 64 != 0 ? tile_bytes(block_m, block_n) : tile_bytes(block_n, block_m);
+      const int scores = shared_scores ? 2 * ds + block_n * block_m * 4 : (deterministic ? 0 : ds);
       // Warp-specialised: the mbarriers of K/V and of the ring (full and empty per stage); at
       // d <= 128 (unless deterministic) also dS^T's second buffer and dQ staging boxes of
-      // their own, kFlashDqBoxCols columns x kFlashDqBoxRows rows each, over every column of
-      // every row block (d256 stages dQ over the Q/dO stage).
-      const int dq_staging = block_m / kFlashDqBoxRows * ((padded_head_dim() + kFlashDqBoxCols - 1) / kFlashDqBoxCols) *
-                             kFlashDqBoxCols * kFlashDqBoxRows * 4;
+      // their own, kFlashDqBoxCols columns x flash_dq_box_rows(block_m) rows each, over every
+      // column of every row block (d256 stages dQ over the Q/dO stage).
+      const int box_rows = flash_dq_box_rows(block_m);
+      const int dq_staging = block_m / box_rows * ((padded_head_dim() + kFlashDqBoxCols - 1) / kFlashDqBoxCols) *
+                             kFlashDqBoxCols * box_rows * 4;
       const bool dq_tile = mainloop == DkdvMainloop::sm90_ws && !deterministic;
-      const int ws = !warp_specialized() ? 0 : (dq_tile ? tile_bytes(block_n, block_m) + dq_staging : 0) + 8 + 16 * stages;
+      const int ws = !warp_specialized() ? 0 : (dq_tile ? ds + dq_staging : 0) + 8 + 16 * stages;
       return 2 * tile_bytes(block_n, d) + stages * stage + scores + ws;
     }
     case Pass::bwd_dq:  // Q, dO tiles + `stages` x (K tile, V tile)

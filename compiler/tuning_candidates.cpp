@@ -67,9 +67,9 @@ std::vector<Tiles> forward_ws_tiles() {
     for (int n : {64, 80, 96, 112, 128, 144, 176}) out.push_back({m, n, 4 * (m / 64 + 1)});
   return out;
 }
-// The warp-specialised dK/dV kernel: two consumer warpgroups of 64 keys over 64- or (d64)
-// 128-query tiles; at d256 both on the same 64 keys (KernelSpec::problems keeps each where it fits).
-std::vector<Tiles> dkdv_ws_tiles() { return {{64, 128, 12}, {128, 128, 12}, {64, 64, 12}}; }
+// The warp-specialised dK/dV kernel: two consumer warpgroups of 64 keys over 64-, (d64)
+// 128- or (d128) 80-query tiles; at d256 both on the same 64 keys (KernelSpec::problems keeps each where it fits).
+std::vector<Tiles> dkdv_ws_tiles() { return {{64, 128, 12}, {128, 128, 12}, {80, 128, 12}, {64, 64, 12}}; }
 std::vector<Tiles> dkdv_tiles(int d) {
   if (d > 128) return grid({16, 32, 64}, {32, 64}, {4, 8});
   return grid({32, 64, 128}, {64, 128}, {4, 8});

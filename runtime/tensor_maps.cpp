@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstring>
@@ -202,18 +203,22 @@ bool needs_dq_accum_map(const KernelSpec& spec) {
 }
 
 TensorMapLayout dq_accum_map_layout(const KernelSpec& spec, const FlashAttentionParams& params) {
-  // The runtime's own workspace: 16-byte aligned (validated), rows of a 32-column multiple.
+  // The runtime's own workspace: 16-byte aligned (validated), rows of a 32-column multiple, in
+  // planes (attention/offsets.cuh, accum_plane_rows): per (batch, head) or, packed, per head.
   const auto columns = static_cast<cuuint64_t>(spec.padded_head_dim());
-  const auto rows = static_cast<cuuint64_t>(params.dq_accum_rows);
-  const cuuint64_t bytes = columns * rows * sizeof(float);
+  const auto plane_rows = static_cast<cuuint64_t>(
+      spec.varlen ? params.total_q + static_cast<long long>(kFlashDqRowRounding) * params.batch
+                  : params.seqlen_q_rounded);
+  const auto planes = static_cast<cuuint64_t>(params.dq_accum_rows) / std::max<cuuint64_t>(plane_rows, 1);
+  const cuuint64_t row_bytes = columns * sizeof(float), plane_bytes = row_bytes * plane_rows;
   TensorMapLayout m;
   m.tensor = "dq_accum";
   m.address = params.dq_accum;
   m.dtype = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
-  m.dims = {columns, rows, 1, 1};
-  m.strides = {columns * sizeof(float), bytes, bytes};
-  // The boxes the kernels stage (bwd/dq_accum.cuh, DqStagingBoxes).
-  m.box = {kFlashDqBoxCols, kFlashDqBoxRows, 1, 1};
+  m.dims = {columns, plane_rows, planes, 1};
+  m.strides = {row_bytes, plane_bytes, plane_bytes * planes};
+  // The boxes the kernels stage (bwd/dq_staging.cuh); a tile's rows past the plane are clipped.
+  m.box = {kFlashDqBoxCols, static_cast<cuuint32_t>(flash_dq_box_rows(spec.block_m)), 1, 1};
   m.swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
   return m;
 }

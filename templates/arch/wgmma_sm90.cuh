@@ -41,6 +41,14 @@ __device__ __forceinline__ void stmatrix_x4(u32 addr, const u32 (&r)[4]) {
                : "memory");
 }
 
+// The same, each matrix stored transposed (.trans): lane L gives the address of row L % 8 of
+// matrix L / 8 as stored, i.e. of its column L % 8 as held.
+__device__ __forceinline__ void stmatrix_x4_trans(u32 addr, const u32 (&r)[4]) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r[0]),
+               "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+}
+
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int kPending>

@@ -27,6 +27,10 @@ class TensorRows : public Rows {
   __device__ __forceinline__ u16* dq(int h, int row) const { return qs(this->p_.dq, this->p_.dq_stride, h, row); }
   __device__ __forceinline__ u16* dk(int h_kv, int row) const { return ks(this->p_.dk, this->p_.dk_stride, h_kv, row); }
   __device__ __forceinline__ u16* dv(int h_kv, int row) const { return ks(this->p_.dv, this->p_.dv_stride, h_kv, row); }
+  // Index of query row 0 of head h in D's and the dQ accumulator's rows (Rows' planes).
+  __device__ __forceinline__ i64 accum_row(int h) const {
+    return static_cast<i64>(this->accum_plane(h)) * this->accum_plane_rows() + this->accum_plane_row0();
+  }
 
  private:
   // The parameter block's untyped pointers as 16-bit elements, constness kept.
@@ -79,10 +83,12 @@ class DenseRows {
   static __device__ __forceinline__ i64 lse_rows(const FlashAttentionParams& p) {
     return static_cast<i64>(p.batch) * p.heads_q * p.seqlen_q;
   }
-  // Index of query row 0 of head h in D and the dQ accumulator's rows (batch, heads_q, seqlen_q_rounded).
-  __device__ __forceinline__ i64 accum_row(int h) const {
-    return (static_cast<i64>(b_) * p_.heads_q + h) * p_.seqlen_q_rounded;
-  }
+  // D and the dQ accumulator: planes (batch, heads_q) of seqlen_q_rounded rows; query row 0 of
+  // head h is row accum_plane_row0() of plane accum_plane(h) (the TMA map's coordinates, which
+  // clip a tile's rows at the plane's end; TensorRows::accum_row, the index).
+  __device__ __forceinline__ int accum_plane(int h) const { return b_ * p_.heads_q + h; }
+  __device__ __forceinline__ int accum_plane_row0() const { return 0; }
+  __device__ __forceinline__ i64 accum_plane_rows() const { return p_.seqlen_q_rounded; }
 
   // Whether a CTA's tile starts past its sequence: never in a dense batch (the grid fits it).
   __device__ __forceinline__ bool past_queries(int m0) const { return false; }
@@ -128,10 +134,12 @@ class VarlenRows {
 
   // lse is (heads_q, total_q).
   __device__ __forceinline__ i64 lse_row(int h) const { return static_cast<i64>(h) * p_.total_q + start_q_; }
-  // D and the dQ accumulator: total_q + kFlashDqRowRounding * batch rows per head.
-  __device__ __forceinline__ i64 accum_row(int h) const {
-    return static_cast<i64>(h) * (p_.total_q + static_cast<i64>(kFlashDqRowRounding) * p_.batch) + start_q_ +
-           static_cast<i64>(kFlashDqRowRounding) * b_;
+  // D and the dQ accumulator: a plane per head of total_q + kFlashDqRowRounding * batch rows,
+  // sequence b's from start_q + kFlashDqRowRounding * b (DenseRows has the interface).
+  __device__ __forceinline__ int accum_plane(int h) const { return h; }
+  __device__ __forceinline__ int accum_plane_row0() const { return start_q_ + kFlashDqRowRounding * b_; }
+  __device__ __forceinline__ i64 accum_plane_rows() const {
+    return p_.total_q + static_cast<i64>(kFlashDqRowRounding) * p_.batch;
   }
 
   __device__ __forceinline__ bool past_queries(int m0) const { return m0 >= seqlen_q_; }

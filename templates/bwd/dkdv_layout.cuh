@@ -18,7 +18,11 @@ template <class Cfg, bool kSharedScores>
 struct DkdvLayout {
   using KV = typename Cfg::template Tile<Cfg::kBlockN, Cfg::kHeadDimCols>;
   using Q = typename Cfg::template Tile<Cfg::kBlockM, Cfg::kHeadDimCols>;  // Q and dO
-  using DS = typename Cfg::template Tile<Cfg::kBlockN, Cfg::kBlockM>;      // dS^T (the dQ product's A), P^T
+  // dS^T (the dQ product's A), P^T; dS [query][key] where the queries are no whole 64-column
+  // blocks (80-query tiles: the swapped dQ product reads it K-major).
+  static constexpr bool kDsByQuery = Cfg::kWgmma && Cfg::kBlockM % 64 != 0;
+  using DS = typename Select<kDsByQuery, typename Cfg::template Tile<Cfg::kBlockM, Cfg::kBlockN>,
+                             typename Cfg::template Tile<Cfg::kBlockN, Cfg::kBlockM>>::type;
   // A stage: Q, dO, lse*log2e, D; wgmma tiles start 1024-byte aligned.
   static constexpr int kAlign = Cfg::kWgmma ? 1024 : 16;
   static constexpr int kStageBytes = (2 * Q::kBytes + 2 * Cfg::kBlockM * 4 + kAlign - 1) / kAlign * kAlign;

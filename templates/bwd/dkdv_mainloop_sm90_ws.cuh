@@ -11,7 +11,10 @@
 // shared tile with one handshake for both cost ~10 %: docs/perf-notes.md, "dQ staging per
 // warpgroup"). Q tiles of 64 queries (d64..d128)
 // split dQ's head dim between the warpgroups; Q tiles of 128 (d64, FA3's tile: half the items,
-// so half the per-item barriers, dS^T stores and reductions) split its queries.
+// so half the per-item barriers, dS^T stores and reductions) split its queries; Q tiles of 80
+// (d128 unmasked, FA3's and FA4's tile: 25 % more work per item, and S^T, dP^T as 64 x 80
+// products read fewer shared bytes per FLOP than 64 x 64 ones) split its head dim too, as
+// dQ^T = K^T.dS^T (80 queries are no wgmma M), dS stored [query][key].
 // Per item the products go out as dV, dQ, dK (FA3's order): the dQ tile is staged while dK
 // is still in flight.
 #pragma once
@@ -39,10 +42,12 @@ struct DkdvMainloopSm90Ws {
   // 128-query tiles: warpgroup wg computes dQ of queries 64 wg.. over the whole head dim;
   // 64-query tiles: every query, columns split in halves on 32-column boundaries (d96: 64 + 32).
   static constexpr bool kDqByRows = Cfg::kBlockM == 128;
+  static constexpr bool kDqSwapped = Cfg::kBlockM == 80;  // dQ^T per warpgroup: 64 head-dim columns x 80 queries
   static constexpr int kDqCols0 = (kD / 2 + 31) / 32 * 32;
   static constexpr int kDqCols1 = kD - kDqCols0;
-  static_assert(kConsumers == 2 && ((Cfg::kBlockM == 64 && kD >= 64 && kD <= 128) || (Cfg::kBlockM == 128 && kD == 64)),
-                "2 warpgroups of 64 keys over 64 queries (d64..d128) or 128 queries (d64)");
+  static_assert(kConsumers == 2 && ((Cfg::kBlockM == 64 && kD >= 64 && kD <= 128) ||
+                                    (Cfg::kBlockM == 128 && kD == 64) || (Cfg::kBlockM == 80 && kD == 128)),
+                "2 warpgroups of 64 keys over 64 queries (d64..d128), 128 queries (d64) or 80 queries (d128)");
 
   using Split = DkdvWarpSplit<Cfg, 8>;  // over the consumer warps: warp w owns keys 16 w..
   static_assert(Split::kRT == 1 && Split::kWarpsD == 1, "one 16-key slice and every dK/dV column per warp");
@@ -64,10 +69,12 @@ struct DkdvMainloopSm90Ws {
   static constexpr int kDqThreads = 128 + 32;
 
   // Warpgroup wg's part of dQ: queries 64 wg.. and every column (128-query tiles), or every
-  // query and columns kDqCol0(wg).. (64-query tiles); the staging boxes of 32 columns cover
-  // each 64-query row block's columns in order, so box (row block, column / 32).
+  // query and columns kDqCol0(wg).. (64- and 80-query tiles); the staging boxes of 32 columns
+  // cover each row block's columns in order, so box (row block, column / 32).
+  static constexpr int kDqBoxRows = flash_dq_box_rows(Cfg::kBlockM);
+  static constexpr int kDqBoxBytes = dq_box_bytes(kDqBoxRows);
   static constexpr int kDqBoxesPerRowBlock = (kD + kFlashDqBoxCols - 1) / kFlashDqBoxCols;
-  static constexpr int kDqBoxes = kDq ? Cfg::kBlockM / kFlashDqBoxRows * kDqBoxesPerRowBlock : 0;
+  static constexpr int kDqBoxes = kDq ? Cfg::kBlockM / kDqBoxRows * kDqBoxesPerRowBlock : 0;
   static constexpr int kDqRow0(int wg) { return kDqByRows ? 64 * wg : 0; }
   static constexpr int kDqCol0(int wg) { return kDqByRows || wg == 0 ? 0 : kDqCols0; }
   static constexpr int kDqCols(int wg) { return kDqByRows ? kD : wg == 0 ? kDqCols0 : kDqCols1; }
@@ -81,6 +88,7 @@ struct DkdvMainloopSm90Ws {
     static constexpr int kDqTile = kDs1 + (kDq ? DS::kBytes : 0);
     static_assert(kDqTile % 1024 == 0, "a 128-byte swizzled box starts 1024-byte aligned");
     static constexpr int kBytes = kDqTile + kDqBoxes * kDqBoxBytes;
+    static_assert(Base::kDsByQuery == kDqSwapped, "the swapped dQ product reads dS [query][key]");
 
     u32 s_ds1, s_dq;
 
@@ -104,14 +112,14 @@ struct DkdvMainloopSm90Ws {
       const bool leader = (threadIdx.x & 31) == 0;
       if (leader && total > 0) tma_prefetch_descriptor(&p.tma_dq_accum);
       for (int t = 0; t < total; ++t) {
-        const int row = static_cast<int>(off.accum_row(items.head(t)) + items.m0(t));
+        const int row = off.accum_plane_row0() + items.m0(t), plane = off.accum_plane(items.head(t));
 #pragma unroll
         for (int wg = 0; wg < 2; ++wg) {
           named_barrier_sync(Barriers::kDqFull0 + wg, kDqThreads);
           if (leader) {
 #pragma unroll
             for (int col = kDqCol0(wg); col < kDqCol0(wg) + kDqCols(wg); col += kFlashDqBoxCols)
-              tma_reduce_add_4d(&p.tma_dq_accum, l.dq_box(wg, col), col, row + kDqRow0(wg), 0, 0);
+              tma_reduce_add_4d(&p.tma_dq_accum, l.dq_box(wg, col), col, row + kDqRow0(wg), plane, 0);
             tma_store_commit();
             tma_store_wait_read<0>();
           }
@@ -165,7 +173,8 @@ struct DkdvMainloopSm90Ws {
 #pragma unroll
       for (int kk = 0; kk < kMT / 2; ++kk) c_to_a<kBf16>(a_ds[kk], dp[0], kk);
       const u32 s_ds = l.s_ds_of(t);
-      if constexpr (kDq) store_t_x4<typename L::DS, kMT>(s_ds, a_ds, split.warp_row0, lane);
+      if constexpr (kDq && kDqSwapped) store_x4_trans<typename L::DS, kMT>(s_ds, a_ds, split.warp_row0, lane);
+      else if constexpr (kDq) store_t_x4<typename L::DS, kMT>(s_ds, a_ds, split.warp_row0, lane);
 
       // One wgmma over every head-dim column per k-step.
       wgmma_fence();
@@ -178,7 +187,7 @@ struct DkdvMainloopSm90Ws {
         named_barrier_sync(Barriers::kDsFull, kConsumerThreads);
         if constexpr (kDqByRows)  // queries 64 wg..: the dS^T tile's 64-column block wg
           dq_product<kD>(l, wg, t > 0, s_ds + wg * L::DS::kBlockBytes, s_q, a_ds, acc_dk);
-        else if constexpr (kDqCols0 == kDqCols1)  // equal halves (d64, d128): one copy of the code
+        else if constexpr (kDqCols0 == kDqCols1)  // equal halves (d64, d128; swapped): one copy of the code
           dq_product<kDqCols0>(l, wg, t > 0, s_ds, s_q, a_ds, acc_dk);
         else if (wg == 0)
           dq_product<kDqCols0>(l, 0, t > 0, s_ds, s_q, a_ds, acc_dk);
@@ -217,32 +226,42 @@ struct DkdvMainloopSm90Ws {
   }
 
   // Warpgroup wg's part of dQ (kCols columns) = dS.K, dS^T (s_ds: its 64-column block of the
-  // part's queries) and K both [key][.]: MN-major A and B; then dK's product, so that dQ is
-  // staged in fp32 for the writer while dK runs (the dV group issued before and the dQ group
-  // retire at wait<1>). `reused`: the boxes held the previous item's part. The caller waits
-  // for dK.
+  // part's queries) and K both [key][.]: MN-major A and B; or, swapped (80-query tiles), dQ^T
+  // = K^T.dS^T, K MN-major as A, dS [query][key] K-major as B, staged transposed. Then dK's
+  // product, so that dQ is staged in fp32 for the writer while dK runs (the dV group issued
+  // before and the dQ group retire at wait<1>). `reused`: the boxes held the previous item's
+  // part. The caller waits for dK.
   template <int kCols>
   static __device__ __forceinline__ void dq_product(const Layout& l, int wg, bool reused, u32 s_ds, u32 s_q,
                                                     u32 (&a_ds)[Split::kMT / 2][4],
                                                     typename Split::Accumulator& acc_dk) {
     using KV = typename Layout::KV;
     using DS = typename Layout::DS;
-    float dq[1][kCols / 8][4];
+    static_assert(!kDqSwapped || kCols == 64, "swapped: a 64-column block of K per warpgroup");
+    float dq[kDqSwapped ? Cfg::kBlockM / 8 : kCols / 8][4];
     const int col0 = kDqCol0(wg);
     const u32 s_k_cols = l.s_k + (col0 / 64) * KV::kBlockBytes + (col0 % 64) * 2;
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk)
-      Wgmma<kCols, Cfg::kIsBf16>::template ss<true, true>(dq[0], desc_mn_major<DS>(s_ds, 16 * kk),
-                                                          desc_mn_major<KV>(s_k_cols, 16 * kk), kk > 0);
+      if constexpr (kDqSwapped)
+        Wgmma<Cfg::kBlockM, Cfg::kIsBf16>::template ss<true, false>(dq, desc_mn_major<KV>(s_k_cols, 16 * kk),
+                                                                    desc_k_major<DS>(s_ds, 0, 16 * kk), kk > 0);
+      else
+        Wgmma<kCols, Cfg::kIsBf16>::template ss<true, true>(dq, desc_mn_major<DS>(s_ds, 16 * kk),
+                                                            desc_mn_major<KV>(s_k_cols, 16 * kk), kk > 0);
     wgmma_commit();
     dk_product(s_q, a_ds, acc_dk);
     wgmma_wait<1>();
     wgmma_fence_operand(dq);
     if (reused) named_barrier_sync(Barriers::kDqEmpty0 + wg, kDqThreads);  // the writer read them out
-    const int warp_row0 = 16 * ((threadIdx.x >> 5) & 3);  // the warp's 16 queries of the part's 64
-    stage_dq_fragments<kCols>([&](int j) { return l.dq_box(wg, col0 + kFlashDqBoxCols * j); }, dq[0], warp_row0,
-                              threadIdx.x & 31);
+    // The warp's 16 queries (swapped: head-dim columns) of the part's 64.
+    const int warp_row0 = 16 * ((threadIdx.x >> 5) & 3);
+    const auto box = [&](int j) { return l.dq_box(wg, col0 + kFlashDqBoxCols * j); };
+    if constexpr (kDqSwapped)
+      stage_dq_fragments_t<Cfg::kBlockM>(box, dq, warp_row0, threadIdx.x & 31);
+    else
+      stage_dq_fragments<kCols>(box, dq, warp_row0, threadIdx.x & 31);
   }
 
   // The warpgroup's staged dQ part to the writer warp.

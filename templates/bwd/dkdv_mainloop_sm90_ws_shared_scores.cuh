@@ -68,7 +68,8 @@ struct DkdvMainloopSm90WsSharedScores {
   // in stage `stage`: over the Q and dO column blocks that only warpgroup wg read.
   static __device__ __forceinline__ u32 dq_box(const Layout& l, int stage, int wg, int j) {
     using Q = typename Layout::Q;
-    static_assert(Q::kBlockBytes == kDqBoxBytes, "a 64-column bf16 block of 64 queries holds one box");
+    static_assert(Q::kBlockBytes == dq_box_bytes(flash_dq_box_rows(Cfg::kBlockM)),
+                  "a 64-column bf16 block of 64 queries holds one box");
     return (j < 2 ? l.s_q(stage) : l.s_do(stage)) + (2 * wg + j % 2) * Q::kBlockBytes;
   }
 
@@ -81,7 +82,7 @@ struct DkdvMainloopSm90WsSharedScores {
       if (leader && total > 0) tma_prefetch_descriptor(&p.tma_dq_accum);
       PipelineState st = Pipeline::consumer_start();
       for (int t = 0; t < total; ++t) {
-        const int row = static_cast<int>(off.accum_row(items.head(t)) + items.m0(t));
+        const int row = off.accum_plane_row0() + items.m0(t), plane = off.accum_plane(items.head(t));
 #pragma unroll
         for (int wg = 0; wg < 2; ++wg) {
           named_barrier_sync(Barriers::kDqFull0 + wg, kDqThreads);
@@ -89,7 +90,7 @@ struct DkdvMainloopSm90WsSharedScores {
           if (leader)
 #pragma unroll
             for (int j = 0; j < 4; ++j)
-              tma_reduce_add_4d(&p.tma_dq_accum, dq_box(l, st.index, wg, j), 128 * wg + 32 * j, row, 0, 0);
+              tma_reduce_add_4d(&p.tma_dq_accum, dq_box(l, st.index, wg, j), 128 * wg + 32 * j, row, plane, 0);
         }
         if (leader) {
           tma_store_commit();

@@ -153,4 +153,16 @@ __device__ __forceinline__ void store_t_x4(u32 s_x, const u32 (&a)[kMT / 2][4], 
   for (int kk = 0; kk < kMT / 2; ++kk) stmatrix_x4(s_x + XT::elem(row, 16 * kk + 8 * (m >> 1)), a[kk]);
 }
 
+// The same fragments stored transposed, one stmatrix.trans per k-step: a [query][key] tile (dS
+// for the swapped dQ product of 80-query tiles, whose queries are no whole 64-column blocks of
+// a [key][query] tile). Matrix m of k-step kk holds keys row0 + 8 (m & 1).., queries
+// 16 kk + 8 (m >> 1)..; stored, its rows are those queries.
+template <class X, int kMT>
+__device__ __forceinline__ void store_x4_trans(u32 s_x, const u32 (&a)[kMT / 2][4], int row0, int lane) {
+  const int m = lane >> 3;
+  const int key = row0 + 8 * (m & 1);
+#pragma unroll
+  for (int kk = 0; kk < kMT / 2; ++kk) stmatrix_x4_trans(s_x + X::elem(16 * kk + 8 * (m >> 1) + (lane & 7), key), a[kk]);
+}
+
 }  // namespace flash

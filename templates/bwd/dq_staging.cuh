@@ -1,9 +1,10 @@
 // dQ staged in shared memory for the TMA reductions of the warp-specialised dK/dV kernels:
-// boxes of kFlashDqBoxCols fp32 columns (128 bytes) x kFlashDqBoxRows query rows, the box of
-// the accumulator's map (runtime/tensor_maps.cpp), 128-byte swizzled there and here: 16-byte
-// chunk c of row r lies at chunk c ^ (r % 8). An 8-byte store is served a half-warp per
-// wavefront, so each half-warp (4 rows, lanes g = 0..3 of each) must hit 16 distinct 8-byte
-// slots: one wavefront per half-warp, two per store, the least for 256 bytes, with no padding.
+// boxes of kFlashDqBoxCols fp32 columns (128 bytes) x flash_dq_box_rows(block_m) query rows,
+// the box of the accumulator's map (runtime/tensor_maps.cpp), 128-byte swizzled there and
+// here: 16-byte chunk c of row r lies at chunk c ^ (r % 8). An 8-byte store is served a
+// half-warp per wavefront, so each half-warp (4 rows, lanes g = 0..3 of each) must hit 16
+// distinct 8-byte slots: one wavefront per half-warp, two per store, the least for 256 bytes,
+// with no padding.
 #pragma once
 
 #include "arch/ptx.cuh"
@@ -11,7 +12,8 @@
 
 namespace flash {
 
-constexpr int kDqBoxBytes = kFlashDqBoxCols * kFlashDqBoxRows * 4;
+// The bytes of a box of `rows` query rows.
+constexpr int dq_box_bytes(int rows) { return kFlashDqBoxCols * rows * 4; }
 
 // A warpgroup's dQ C fragments (kCols columns: kCols / 8 fragments per 16-query slice, the
 // slice of warp_row0 (a multiple of 16) in its box rows) into the boxes box(j) of columns
@@ -26,7 +28,7 @@ constexpr int kDqBoxBytes = kFlashDqBoxCols * kFlashDqBoxRows * 4;
 template <int kCols, class Box>
 __device__ __forceinline__ void stage_dq_fragments(const Box& box, const float (&dq)[kCols / 8][4], int warp_row0,
                                                    int lane) {
-  static_assert(kFlashDqBoxCols == 32 && kFlashDqBoxRows % 16 == 0, "four 8-column fragments per 128-byte box row");
+  static_assert(kFlashDqBoxCols == 32, "four 8-column fragments per 128-byte box row");
   constexpr int kFrags = kCols / 8;
   // A box's last fragments may lack their partner (kCols % 32 != 0): stored as they come.
   constexpr int kPaired = kFrags / 4 * 4;
@@ -44,6 +46,33 @@ __device__ __forceinline__ void stage_dq_fragments(const Box& box, const float (
       const float y = swap ? dq[pair][2 * hh + 1] : dq[nt][2 * hh + 1];
       st_shared_v2_f32(box(nt / 4) + row * 128 + chunk * 16 + 8 * (tq & 1), x, y);
     }
+  }
+}
+
+// The same for dQ^T fragments (FA3's swapped product at 80 queries, which are no wgmma M):
+// a warpgroup's C fragments of dQ^T = K^T.dS^T, rows = 64 head-dim columns of the part (warp_d0,
+// a multiple of 16: the warp's 16), columns = kRows queries, into the boxes box(j) of the
+// part's columns 32 j.. . Each value is its own 4-byte store: for a fragment value e the lanes
+// (g, tq) hold column d = g (+ 8) and queries 2 tq (+ 1), i.e. chunks (d / 4) ^ (q % 8) over two
+// d-chunks and four q % 8 of one parity: 8 distinct chunks, d % 4 distinct banks within each,
+// so every store is one wavefront with no conflict.
+template <int kRows, class Box>
+__device__ __forceinline__ void stage_dq_fragments_t(const Box& box, const float (&dqt)[kRows / 8][4], int warp_d0,
+                                                     int lane) {
+  static_assert(kFlashDqBoxCols == 32, "eight 16-byte chunks per 128-byte box row");
+  const int g = lane >> 2, tq = lane & 3;
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    const int d = warp_d0 + g + 8 * hh;  // the part's column
+    const u32 base = box(d / kFlashDqBoxCols) + (d % 4) * 4;
+    const int chunk = (d % kFlashDqBoxCols) / 4;
+#pragma unroll
+    for (int nt = 0; nt < kRows / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int q = 8 * nt + 2 * tq + e;
+        st_shared_f32(base + q * 128 + ((chunk ^ (q % 8)) << 4), dqt[nt][2 * hh + e]);
+      }
   }
 }
 

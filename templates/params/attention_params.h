@@ -23,13 +23,17 @@ struct FlashTensorMap {
 enum { kFlashMaxSplits = 128 };
 
 // The dQ accumulator's and D's rows per sequence are a multiple of this (every pass that
-// indexes them has a block_m dividing it).
+// indexes them without a TMA map's clipping has a block_m dividing it).
 enum { kFlashDqRowRounding = 128 };
 
 // The warp-specialised dK/dV kernels stage dQ for the accumulator's TMA reductions in boxes of
 // this many fp32 columns (128 bytes: 128-byte swizzled, no bank conflicts on the fragment
-// stores) x 64 query rows; the accumulator's map has that box.
-enum { kFlashDqBoxCols = 32, kFlashDqBoxRows = 64 };
+// stores) x flash_dq_box_rows(block_m) query rows; the accumulator's map has that box.
+enum { kFlashDqBoxCols = 32 };
+
+// The query rows of a dQ box: one warpgroup's dQ part, 64 rows of a 64- or 128-query tile, or
+// all 80 of FA3's 80 x 128 tile (whose dQ is split by head-dim columns).
+constexpr int flash_dq_box_rows(int block_m) { return block_m == 128 ? 64 : block_m; }
 
 struct FlashAttentionParams {
   // Forward inputs/outputs (also read by backward).
@@ -132,8 +136,9 @@ struct FlashAttentionParams {
 
   // The dQ accumulator as a TMA destination (the warp-specialised dK/dV kernel, unless
   // deterministic): dq_accum_rows rows of head_dim_padded floats (the rows accum_row in
-  // attention/offsets.cuh indexes), reduced into in 128-byte swizzled boxes of
-  // kFlashDqBoxCols x kFlashDqBoxRows, whose columns past the row are clipped. (Appended.)
+  // attention/offsets.cuh indexes) in planes of accum_plane_rows rows, reduced into in
+  // 128-byte swizzled boxes of kFlashDqBoxCols x flash_dq_box_rows(block_m), whose columns
+  // past the row and rows past the plane are clipped. (Appended.)
   FlashTensorMap tma_dq_accum;
   long long dq_accum_rows;
 

@@ -103,9 +103,10 @@ TEST(TensorMapLayouts, Fp16AndPermutedStrides) {
   EXPECT_EQ(m[1].strides, (std::array<cuuint64_t, 3>{2 * 72 * 2, 72 * 2, 0}));
 }
 
-// The warp-specialised dK/dV kernels' dQ accumulator: fp32 rows of the padded head dim,
-// reduced into by the staged boxes: 32 columns x 64 queries, 128-byte swizzled, at every head
-// dim and Q tile (the columns of a box past the row are clipped).
+// The warp-specialised dK/dV kernels' dQ accumulator: fp32 rows of the padded head dim in
+// planes of a (batch, head) or, packed, a head, reduced into by the staged boxes: 32 columns x
+// 64 queries (80 for 80-query tiles), 128-byte swizzled (the columns of a box past the row
+// and its rows past the plane are clipped).
 TEST(TensorMapLayouts, DqAccumulatorBoxesAreTheStagedBoxes) {
   KernelSpec s = warp_specialized_spec();
   s.pass = Pass::bwd_dkdv;
@@ -116,15 +117,31 @@ TEST(TensorMapLayouts, DqAccumulatorBoxesAreTheStagedBoxes) {
   EXPECT_TRUE(needs_dq_accum_map(s));
   FlashAttentionParams p = bnhd_params();
   p.dq_accum = reinterpret_cast<float*>(0x50000);
+  p.seqlen_q_rounded = 128;
   p.dq_accum_rows = 2 * 8 * 128;
   const TensorMapLayout m = dq_accum_map_layout(s, p);
   EXPECT_STREQ(m.tensor, "dq_accum");
   EXPECT_EQ(m.address, p.dq_accum);
   EXPECT_EQ(m.dtype, CU_TENSOR_MAP_DATA_TYPE_FLOAT32);
   EXPECT_EQ(m.swizzle, CU_TENSOR_MAP_SWIZZLE_128B);
-  EXPECT_EQ(m.dims, (std::array<cuuint64_t, 4>{80, 2048, 1, 1}));
-  EXPECT_EQ(m.strides[0], 80u * 4);
+  EXPECT_EQ(m.dims, (std::array<cuuint64_t, 4>{80, 128, 16, 1}));
+  EXPECT_EQ(m.strides, (std::array<cuuint64_t, 3>{80 * 4, 128 * 80 * 4, 16 * 128 * 80 * 4}));
   EXPECT_EQ(m.box, (std::array<cuuint32_t, 4>{32, 64, 1, 1}));
+
+  // Packed sequences: a plane per head of total_q + 128 per sequence rows.
+  KernelSpec packed = s;
+  packed.varlen = true;
+  FlashAttentionParams pv = p;
+  pv.total_q = 150;
+  pv.dq_accum_rows = 8 * (150 + 2 * 128);
+  EXPECT_EQ(dq_accum_map_layout(packed, pv).dims, (std::array<cuuint64_t, 4>{80, 406, 8, 1}));
+
+  // d128's 80-query tiles: a box of 80 rows (each warpgroup's dQ^T covers every query).
+  KernelSpec d128 = s;
+  d128.head_dim = 128;
+  d128.block_m = 80;
+  ASSERT_TRUE(d128.problems().empty()) << d128.uri();
+  EXPECT_EQ(dq_accum_map_layout(d128, p).box, (std::array<cuuint32_t, 4>{32, 80, 1, 1}));
 
   // d64's 128-query tiles: the same boxes, one row block per warpgroup.
   KernelSpec tall = s;
@@ -140,7 +157,7 @@ TEST(TensorMapLayouts, DqAccumulatorBoxesAreTheStagedBoxes) {
   ASSERT_TRUE(wide.warp_specialized() && wide.problems().empty()) << wide.uri();
   EXPECT_TRUE(needs_dq_accum_map(wide));
   const TensorMapLayout w = dq_accum_map_layout(wide, p);
-  EXPECT_EQ(w.dims, (std::array<cuuint64_t, 4>{256, 2048, 1, 1}));
+  EXPECT_EQ(w.dims, (std::array<cuuint64_t, 4>{256, 128, 16, 1}));
   EXPECT_EQ(w.box, (std::array<cuuint32_t, 4>{32, 64, 1, 1}));
   EXPECT_EQ(w.swizzle, CU_TENSOR_MAP_SWIZZLE_128B);
 

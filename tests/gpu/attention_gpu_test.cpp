@@ -258,8 +258,10 @@ class GpuTest : public ::testing::Test {
 
 class GpuAttention : public GpuTest, public ::testing::WithParamInterface<Case> {};
 
-// Forward then backward of one case on `rt`, both checked against the oracle.
-void run_case(const Case& c, Runtime& rt) {
+// Forward then backward of one case on `rt`, both checked against the oracle; with
+// dkdv_block_m, the backward runs the selected kernels with the dK/dV kernel's query tile
+// that high instead (a tuning candidate).
+void run_case(const Case& c, Runtime& rt, int dkdv_block_m = 0) {
   const unsigned seed = std::random_device{}();
   SCOPED_TRACE(fmt::format("seed {} case {}", seed, case_name(c)));
   std::mt19937 rng(seed);
@@ -288,7 +290,18 @@ void run_case(const Case& c, Runtime& rt) {
   expect_lse(lse, ref.lse);
   EXPECT_EQ(count_touched_padding(*pr.o_st, {&pr.o}), 0) << "forward wrote outside o's view";
 
-  rt.backward(pr.backward_args());
+  if (dkdv_block_m == 0) {
+    rt.backward(pr.backward_args());
+  } else {
+    std::vector<KernelSpec> specs = backward_specs(p, device_arch(0));
+    for (KernelSpec& s : specs)
+      if (s.pass == Pass::bwd_dkdv) {
+        s.block_m = dkdv_block_m;
+        ASSERT_TRUE(s.problems().empty()) << s.uri() << ": " << fmt::format("{}", fmt::join(s.problems(), "; "));
+      }
+    KernelCache cache;
+    gpu_backward(cache, pr.backward_args(), p, nullptr, specs);
+  }
   synchronize();
   for (Storage* s : {pr.dq_st.get(), pr.dk_st.get(), pr.dv_st.get()}) s->download();
   expect_rule("dq", pr.dq.gather(c.dtype), ref_grad.dq, pt.dq, c.dtype, factor);
@@ -318,6 +331,30 @@ Case make_case(int d, int sq, int sk, int batch, int hq, int hkv, DType t = DTyp
   c.heads_kv = hkv;
   c.dtype = t;
   return c;
+}
+
+// Every query tile of the warp-specialised dK/dV kernel at d128: the selected 64 and the
+// tuner's 80 (dQ^T by head-dim columns, dS stored [query][key], dQ boxes of 80 rows whose rows
+// past a (batch, head) plane are clipped), unmasked, causal, windowed, deterministic, fp16, on
+// odd lengths and GQA.
+TEST_F(GpuTest, EveryWarpSpecialisedDkdvQueryTileMatchesTheOracle) {
+  if (device_arch(0) != Arch::sm_90a) GTEST_SKIP() << "the warp-specialised dK/dV kernel is an sm_90a kernel";
+  Case odd = make_case(128, 1000, 777, 3, 4, 2);
+  Case causal = make_case(128, 333, 1500, 2, 6, 3, DType::f16);
+  causal.causal = true;
+  Case window = make_case(128, 700, 650, 1, 2, 1);
+  window.window_left = 100;
+  window.window_right = 37;
+  Case det = make_case(128, 517, 517, 2, 4, 1);
+  det.deterministic = true;
+  RuntimeOptions options;
+  options.substitute_while_compiling = false;
+  for (const Case& c : {odd, causal, window, det})
+    for (int block_m : {64, 80}) {
+      SCOPED_TRACE(fmt::format("dK/dV query tile {}", block_m));
+      Runtime rt(options);
+      run_case(c, rt, block_m);
+    }
 }
 
 // Small shapes that run every pass (fwd, preprocess, dkdv with atomic dQ, dq_convert;

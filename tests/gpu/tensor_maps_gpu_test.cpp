@@ -132,26 +132,28 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"broadcast_kv", 4, 129, 257, 8, 2, 128, Order::bnhd, DType::bf16, 128, 128, true}),
     [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
 
-// The warp-specialised dK/dV kernel's maps: q, k, v, dout and the fp32 dQ accumulator, whose
-// box is wider than its rows (the staging tile's pad, clipped on the reduction), or at d256
-// 32 columns wide and swizzled.
+// The warp-specialised dK/dV kernel's maps: q, k, v, dout and the fp32 dQ accumulator in
+// planes of a (batch, head), whose box is wider than its rows (the staging tile's pad, clipped
+// on the reduction), or at d256 32 columns wide and swizzled, with 64 rows or (d128's 80-query
+// tiles) 80.
 TEST_F(TensorMapsGpu, DriverTakesTheDkdvMapsAndTheDqAccumulator) {
-  for (int head_dim : {64, 80, 128, 256}) {
-    const Case c{"dkdv", 2, 300, 300, 4, 2, head_dim, Order::bnhd, DType::bf16, 64, head_dim == 256 ? 64 : 128};
+  for (const auto& [head_dim, block_m] : {std::pair{64, 64}, {80, 64}, {128, 64}, {128, 80}, {256, 64}}) {
+    const Case c{"dkdv", 2, 300, 300, 4, 2, head_dim, Order::bnhd, DType::bf16, block_m, head_dim == 256 ? 64 : 128};
     Tensors t(c);
     KernelSpec s = spec_of(c);
     s.pass = Pass::bwd_dkdv;
     s.warps = 12;  // a producer warpgroup and two consumers of 64 keys
-    ASSERT_TRUE(needs_dq_accum_map(s)) << head_dim;
+    ASSERT_TRUE(needs_dq_accum_map(s) && s.problems().empty()) << s.uri();
     t.params.dout = t.o.data();
     t.params.dout_stride = t.params.o_stride;
+    t.params.seqlen_q_rounded = 384;
     t.params.dq_accum_rows = 2 * 4 * 384;
     DeviceBuffer accum(static_cast<std::size_t>(t.params.dq_accum_rows) * s.padded_head_dim() * sizeof(float));
     t.params.dq_accum = static_cast<float*>(accum.data());
-    ASSERT_NO_THROW(encode_tensor_maps(s, t.params)) << head_dim;
+    ASSERT_NO_THROW(encode_tensor_maps(s, t.params)) << s.uri();
     for (const FlashTensorMap* m : {&t.params.tma_q, &t.params.tma_k, &t.params.tma_v, &t.params.tma_do,
                                     &t.params.tma_dq_accum})
-      EXPECT_FALSE(all_zero(*m)) << head_dim;
+      EXPECT_FALSE(all_zero(*m)) << s.uri();
   }
 }
 

@@ -568,7 +568,12 @@ extern "C" __global__ void t(const __grid_constant__ FlashAttentionParams p) {
   float dq[8][4];
   for (int i = 0; i < 8; ++i)
     for (int j = 0; j < 4; ++j) dq[i][j] = p.softmax_scale * (i + j);
-  flash::stage_dq_fragments<64>([](int j) { return flash::u32(j * flash::kDqBoxBytes); }, dq, 16, threadIdx.x % 32);
+  flash::stage_dq_fragments<64>([](int j) { return flash::u32(j * flash::dq_box_bytes(64)); }, dq, 16, threadIdx.x % 32);
+  float dqt[10][4];
+  for (int i = 0; i < 10; ++i)
+    for (int j = 0; j < 4; ++j) dqt[i][j] = p.softmax_scale * (i - j);
+  flash::stage_dq_fragments_t<80>([](int j) { return flash::u32(j * flash::dq_box_bytes(80)); }, dqt, 16,
+                                  threadIdx.x % 32);
 }
 )"},
       {"bwd/dkdv_mainloop_sm90_ws.cuh", dkdv_ws_mainloop_case("DkdvMainloopSm90Ws", kDkdvWs)},
