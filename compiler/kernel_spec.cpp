@@ -107,6 +107,10 @@ std::vector<std::string> KernelSpec::problems() const {
           "of 128 queries beside dK and dV), at padded head_dim 128 also 80x128 (dQ by head-dim columns), at "
           "padded head_dim 256 64x64", block_m, block_n, d);
     }
+    if (block_m == 80 && varlen && (causal || window || deterministic))
+      add(out, "block_m: got 80 for the warp-specialised dK/dV kernel over packed sequences with a {}, expected "
+          "64 (there the 80-query tile spills 12-44 bytes)", causal ? "causal mask" : window ? "window" :
+          "deterministic dQ");
     if (d < 64 || (d > 128 && d != 256))
       add(out, "head_dim: got {} for the warp-specialised dK/dV kernel, expected 49..128 (dK and dV of a "
           "warpgroup's 64 keys in registers; below 64 the producer spills) or 249..256 (a head-dim half of 64 "

@@ -204,12 +204,11 @@ bool needs_dq_accum_map(const KernelSpec& spec) {
 
 TensorMapLayout dq_accum_map_layout(const KernelSpec& spec, const FlashAttentionParams& params) {
   // The runtime's own workspace: 16-byte aligned (validated), rows of a 32-column multiple, in
-  // planes (attention/offsets.cuh, accum_plane_rows): per (batch, head) or, packed, per head.
+  // planes (attention/offsets.cuh, accum_tma_coords): one per (batch, head), or, packed, one.
   const auto columns = static_cast<cuuint64_t>(spec.padded_head_dim());
-  const auto plane_rows = static_cast<cuuint64_t>(
-      spec.varlen ? params.total_q + static_cast<long long>(kFlashDqRowRounding) * params.batch
-                  : params.seqlen_q_rounded);
-  const auto planes = static_cast<cuuint64_t>(params.dq_accum_rows) / std::max<cuuint64_t>(plane_rows, 1);
+  const auto rows = static_cast<cuuint64_t>(params.dq_accum_rows);
+  const cuuint64_t plane_rows = spec.varlen ? rows : static_cast<cuuint64_t>(params.seqlen_q_rounded);
+  const cuuint64_t planes = rows / std::max<cuuint64_t>(plane_rows, 1);
   const cuuint64_t row_bytes = columns * sizeof(float), plane_bytes = row_bytes * plane_rows;
   TensorMapLayout m;
   m.tensor = "dq_accum";

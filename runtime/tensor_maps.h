@@ -36,7 +36,7 @@ std::array<TensorMapLayout, 4> tensor_map_layouts(const KernelSpec& spec, const 
 
 // The dQ accumulator's map for the warp-specialised dK/dV kernel that is not deterministic:
 // fp32 (head_dim_padded, rows per plane, planes, 1), a plane per (batch, head) or, packed,
-// per head; 128-byte swizzled boxes of kFlashDqBoxCols x flash_dq_box_rows(block_m) (the
+// one; 128-byte swizzled boxes of kFlashDqBoxCols x flash_dq_box_rows(block_m) (the
 // staged boxes; columns past the row and rows past the plane are clipped).
 TensorMapLayout dq_accum_map_layout(const KernelSpec& spec, const FlashAttentionParams& params);
 

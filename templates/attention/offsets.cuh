@@ -27,10 +27,6 @@ class TensorRows : public Rows {
   __device__ __forceinline__ u16* dq(int h, int row) const { return qs(this->p_.dq, this->p_.dq_stride, h, row); }
   __device__ __forceinline__ u16* dk(int h_kv, int row) const { return ks(this->p_.dk, this->p_.dk_stride, h_kv, row); }
   __device__ __forceinline__ u16* dv(int h_kv, int row) const { return ks(this->p_.dv, this->p_.dv_stride, h_kv, row); }
-  // Index of query row 0 of head h in D's and the dQ accumulator's rows (Rows' planes).
-  __device__ __forceinline__ i64 accum_row(int h) const {
-    return static_cast<i64>(this->accum_plane(h)) * this->accum_plane_rows() + this->accum_plane_row0();
-  }
 
  private:
   // The parameter block's untyped pointers as 16-bit elements, constness kept.
@@ -54,6 +50,11 @@ __device__ __forceinline__ void packed_range(const int* cu, int b, int total, in
   start = min(max(cu[b], 0), total);
   len = min(max(cu[b + 1] - start, 0), min(max_len, total - start));
 }
+
+// A row of the dQ accumulator as its TMA map's coordinates (accum_tma_coords).
+struct AccumCoords {
+  int row, plane;
+};
 
 // Every value is read from the parameter block where it is used (kernel parameters are
 // constant-bank operands on the GPU), so that nothing here holds registers across a mainloop.
@@ -83,12 +84,14 @@ class DenseRows {
   static __device__ __forceinline__ i64 lse_rows(const FlashAttentionParams& p) {
     return static_cast<i64>(p.batch) * p.heads_q * p.seqlen_q;
   }
-  // D and the dQ accumulator: planes (batch, heads_q) of seqlen_q_rounded rows; query row 0 of
-  // head h is row accum_plane_row0() of plane accum_plane(h) (the TMA map's coordinates, which
-  // clip a tile's rows at the plane's end; TensorRows::accum_row, the index).
-  __device__ __forceinline__ int accum_plane(int h) const { return b_ * p_.heads_q + h; }
-  __device__ __forceinline__ int accum_plane_row0() const { return 0; }
-  __device__ __forceinline__ i64 accum_plane_rows() const { return p_.seqlen_q_rounded; }
+  // Index of query row 0 of head h in D and the dQ accumulator's rows (batch, heads_q, seqlen_q_rounded).
+  __device__ __forceinline__ i64 accum_row(int h) const {
+    return (static_cast<i64>(b_) * p_.heads_q + h) * p_.seqlen_q_rounded;
+  }
+  // The accumulator map's (row, plane) of query row m0 of head h: a plane per (batch, head)
+  // (runtime/tensor_maps.cpp), so that the map clips a tile's rows at the plane's end (an
+  // 80-row tile's last rows past seqlen_q rounded to 128 would be the next head's).
+  __device__ __forceinline__ AccumCoords accum_tma_coords(int h, int m0) const { return {m0, b_ * p_.heads_q + h}; }
 
   // Whether a CTA's tile starts past its sequence: never in a dense batch (the grid fits it).
   __device__ __forceinline__ bool past_queries(int m0) const { return false; }
@@ -134,12 +137,15 @@ class VarlenRows {
 
   // lse is (heads_q, total_q).
   __device__ __forceinline__ i64 lse_row(int h) const { return static_cast<i64>(h) * p_.total_q + start_q_; }
-  // D and the dQ accumulator: a plane per head of total_q + kFlashDqRowRounding * batch rows,
-  // sequence b's from start_q + kFlashDqRowRounding * b (DenseRows has the interface).
-  __device__ __forceinline__ int accum_plane(int h) const { return h; }
-  __device__ __forceinline__ int accum_plane_row0() const { return start_q_ + kFlashDqRowRounding * b_; }
-  __device__ __forceinline__ i64 accum_plane_rows() const {
-    return p_.total_q + static_cast<i64>(kFlashDqRowRounding) * p_.batch;
+  // D and the dQ accumulator: total_q + kFlashDqRowRounding * batch rows per head.
+  __device__ __forceinline__ i64 accum_row(int h) const {
+    return static_cast<i64>(h) * (p_.total_q + static_cast<i64>(kFlashDqRowRounding) * p_.batch) + start_q_ +
+           static_cast<i64>(kFlashDqRowRounding) * b_;
+  }
+  // The accumulator map's (row, plane) (DenseRows): one plane, since a tile's rows past its
+  // sequence stay in the sequence's kFlashDqRowRounding spare rows (a tile has at most 128).
+  __device__ __forceinline__ AccumCoords accum_tma_coords(int h, int m0) const {
+    return {static_cast<int>(accum_row(h) + m0), 0};
   }
 
   __device__ __forceinline__ bool past_queries(int m0) const { return m0 >= seqlen_q_; }

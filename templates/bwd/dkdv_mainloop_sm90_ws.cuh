@@ -112,14 +112,14 @@ struct DkdvMainloopSm90Ws {
       const bool leader = (threadIdx.x & 31) == 0;
       if (leader && total > 0) tma_prefetch_descriptor(&p.tma_dq_accum);
       for (int t = 0; t < total; ++t) {
-        const int row = off.accum_plane_row0() + items.m0(t), plane = off.accum_plane(items.head(t));
+        const AccumCoords at = off.accum_tma_coords(items.head(t), items.m0(t));
 #pragma unroll
         for (int wg = 0; wg < 2; ++wg) {
           named_barrier_sync(Barriers::kDqFull0 + wg, kDqThreads);
           if (leader) {
 #pragma unroll
             for (int col = kDqCol0(wg); col < kDqCol0(wg) + kDqCols(wg); col += kFlashDqBoxCols)
-              tma_reduce_add_4d(&p.tma_dq_accum, l.dq_box(wg, col), col, row + kDqRow0(wg), plane, 0);
+              tma_reduce_add_4d(&p.tma_dq_accum, l.dq_box(wg, col), col, at.row + kDqRow0(wg), at.plane, 0);
             tma_store_commit();
             tma_store_wait_read<0>();
           }

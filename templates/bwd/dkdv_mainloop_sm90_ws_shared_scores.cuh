@@ -82,7 +82,7 @@ struct DkdvMainloopSm90WsSharedScores {
       if (leader && total > 0) tma_prefetch_descriptor(&p.tma_dq_accum);
       PipelineState st = Pipeline::consumer_start();
       for (int t = 0; t < total; ++t) {
-        const int row = off.accum_plane_row0() + items.m0(t), plane = off.accum_plane(items.head(t));
+        const AccumCoords at = off.accum_tma_coords(items.head(t), items.m0(t));
 #pragma unroll
         for (int wg = 0; wg < 2; ++wg) {
           named_barrier_sync(Barriers::kDqFull0 + wg, kDqThreads);
@@ -90,7 +90,7 @@ struct DkdvMainloopSm90WsSharedScores {
           if (leader)
 #pragma unroll
             for (int j = 0; j < 4; ++j)
-              tma_reduce_add_4d(&p.tma_dq_accum, dq_box(l, st.index, wg, j), 128 * wg + 32 * j, row, plane, 0);
+              tma_reduce_add_4d(&p.tma_dq_accum, dq_box(l, st.index, wg, j), 128 * wg + 32 * j, at.row, at.plane, 0);
         }
         if (leader) {
           tma_store_commit();

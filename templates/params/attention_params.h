@@ -136,7 +136,7 @@ struct FlashAttentionParams {
 
   // The dQ accumulator as a TMA destination (the warp-specialised dK/dV kernel, unless
   // deterministic): dq_accum_rows rows of head_dim_padded floats (the rows accum_row in
-  // attention/offsets.cuh indexes) in planes of accum_plane_rows rows, reduced into in
+  // attention/offsets.cuh indexes) in planes (accum_tma_coords there), reduced into in
   // 128-byte swizzled boxes of kFlashDqBoxCols x flash_dq_box_rows(block_m), whose columns
   // past the row and rows past the plane are clipped. (Appended.)
   FlashTensorMap tma_dq_accum;

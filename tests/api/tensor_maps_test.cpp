@@ -128,13 +128,13 @@ TEST(TensorMapLayouts, DqAccumulatorBoxesAreTheStagedBoxes) {
   EXPECT_EQ(m.strides, (std::array<cuuint64_t, 3>{80 * 4, 128 * 80 * 4, 16 * 128 * 80 * 4}));
   EXPECT_EQ(m.box, (std::array<cuuint32_t, 4>{32, 64, 1, 1}));
 
-  // Packed sequences: a plane per head of total_q + 128 per sequence rows.
+  // Packed sequences: one plane (a tile's rows past its sequence stay in the sequence's spare rows).
   KernelSpec packed = s;
   packed.varlen = true;
   FlashAttentionParams pv = p;
   pv.total_q = 150;
   pv.dq_accum_rows = 8 * (150 + 2 * 128);
-  EXPECT_EQ(dq_accum_map_layout(packed, pv).dims, (std::array<cuuint64_t, 4>{80, 406, 8, 1}));
+  EXPECT_EQ(dq_accum_map_layout(packed, pv).dims, (std::array<cuuint64_t, 4>{80, 3248, 1, 1}));
 
   // d128's 80-query tiles: a box of 80 rows (each warpgroup's dQ^T covers every query).
   KernelSpec d128 = s;

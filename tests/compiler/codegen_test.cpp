@@ -279,6 +279,40 @@ TEST(KernelSelection, DkdvTakes128QueryTilesAtD64) {
   EXPECT_EQ(dkdv(96, true, false, false), 64);
 }
 
+// d128's 80-query dK/dV tile (FA3's, a tuning candidate) is a legal spec where it compiles
+// without spills: dense batches, and packed ones unmasked and not deterministic; elsewhere the
+// error names block_m and the variant. The selection keeps 64 (measured no faster).
+TEST(KernelSpec, DkdvTakes80QueryTilesAtD128WhereTheyFit) {
+  auto spec = [](bool causal, bool varlen, bool deterministic) {
+    KernelSpec s;
+    s.pass = Pass::bwd_dkdv;
+    s.head_dim = 128;
+    s.arch = Arch::sm_90a;
+    s.block_m = 80;
+    s.block_n = 128;
+    s.warps = 12;
+    s.stages = 2;
+    s.causal = causal;
+    s.varlen = varlen;
+    s.deterministic = deterministic;
+    return s;
+  };
+  for (int flags = 0; flags < 8; ++flags) {
+    const KernelSpec s = spec(flags & 1, flags & 2, flags & 4);
+    const bool legal = !s.varlen || (!s.causal && !s.deterministic);
+    EXPECT_EQ(s.problems().empty(), legal) << s.uri();
+    if (!legal) {
+      EXPECT_NE(s.problems().at(0).find("block_m: got 80"), std::string::npos) << s.problems().at(0);
+    }
+  }
+  KernelSpec d64 = spec(false, false, false);
+  d64.head_dim = 64;
+  EXPECT_FALSE(d64.problems().empty());
+  ProblemKey k;
+  k.head_dim = 128;
+  EXPECT_EQ(select_backward_kernels(k, Arch::sm_90a)[1].block_m, 64);
+}
+
 // sm_90a at d256: the warp-specialised shared-scores kernel, 64 x 64 on 12 warps, masked or
 // not, packed or not, deterministic or not; softcap and rows that are no 16-byte multiple
 // keep the all-threads kernels.

@@ -26,8 +26,9 @@ INSTANTIATE_TEST_SUITE_P(Subset, KernelCompile, ::testing::ValuesIn(kSubset),
 // The warp-specialised dK/dV kernel compiles with zero spills at d64..d128 on 64-query tiles,
 // masked or not, deterministic or not, fp16 and bf16; and on the 128-query tiles the selection
 // gives d64, masked or not, packed sequences included (those within their producer-warp
-// allowance, compile_check.cpp); at d256 on the shared-scores split (64 keys, a head-dim half
-// per warpgroup), masked or not, packed or not.
+// allowance, compile_check.cpp); on the tuner's 80-query tiles at d128 (dQ^T by head-dim
+// columns), masked or not, deterministic or not, and packed unmasked; at d256 on the shared-scores
+// split (64 keys, a head-dim half per warpgroup), masked or not, packed or not.
 TEST(KernelCompile, WarpSpecialisedDkdvCompilesWithoutSpills) {
   auto check = [](int head_dim, int block_m, bool causal, bool window, bool varlen, bool deterministic) {
     const bool d256 = head_dim > 128;
@@ -56,6 +57,9 @@ TEST(KernelCompile, WarpSpecialisedDkdvCompilesWithoutSpills) {
   for (int mask = 0; mask < 3; ++mask)  // none, causal, window
     for (bool varlen : {false, true})
       for (bool deterministic : {false, true}) check(64, 128, mask == 1, mask == 2, varlen, deterministic);
+  for (int mask = 0; mask < 3; ++mask)  // d128's 80-query tiles (packed: unmasked, not deterministic)
+    for (bool deterministic : {false, true}) check(128, 80, mask == 1, mask == 2, false, deterministic);
+  check(128, 80, false, false, true, false);
   for (int mask = 0; mask < 3; ++mask)  // d256: both warpgroups on the same 64 keys
     for (bool varlen : {false, true}) check(256, 64, mask == 1, mask == 2, varlen, mask == 1 && !varlen);
 }
