@@ -21,6 +21,7 @@ import argparse
 import datetime
 import json
 import pathlib
+import statistics
 import subprocess
 import sys
 import traceback
@@ -47,11 +48,16 @@ def parse_args():
     p.add_argument("--causal", action="store_true", help="bottom-right causal mask (decode's own)")
     p.add_argument("--warmup", type=int, default=20, help="do_bench warm-up, ms")
     p.add_argument("--rep", type=int, default=100, help="do_bench repetition time, ms")
+    p.add_argument("--rounds", type=int, default=1, help="timings per implementation, taken in turns (median kept)")
     p.add_argument("--commit", default=None, help="commit recorded in the JSON (default: git rev-parse HEAD)")
     p.add_argument("--traceback", action="store_true", help="print the full traceback of a failing implementation")
     p.add_argument("--out", type=pathlib.Path, default=pathlib.Path("build/bench"), help="output directory")
     p.add_argument("--num-splits", default="", help="comma-separated split counts: flashgen forced to each "
                    "(ForwardArgs::num_splits) as columns split<n> beside its own choice")
+    p.add_argument("--sequential-pages", action="store_true", help="also paged copies with pages in the "
+                   "sequences' order (columns paged<n>seq) and the contiguous cache through kv_cache_forward (kvcache)")
+    p.add_argument("--paged-splits", action="store_true", help="--num-splits also forced on the paged copies "
+                   "(columns paged<p>split<n>)")
     p.add_argument("--rows", default="", help="only these rows, e.g. 8x16x16384,64x1x8192 (B x seqlen_q x seqlen_k)")
     return p.parse_args()
 
@@ -77,16 +83,19 @@ def fa4(causal):
 
 
 class Paged:
-    """flashgen over a paged copy of k, v: pages in random order, made once per row outside the timing."""
+    """flashgen over a paged copy of k, v, made once per row outside the timing: pages in random
+    order or (shuffled=False) in the sequences' own order, which tells the kernel's cost of
+    paging from the memory system's cost of scattered pages."""
 
-    def __init__(self, page_size, causal):
-        self.page_size, self.causal, self.cache = page_size, causal, None
+    def __init__(self, page_size, causal, shuffled=True, num_splits=0):
+        self.page_size, self.causal, self.shuffled, self.cache = page_size, causal, shuffled, None
+        self.num_splits = num_splits
 
     def __call__(self, q, k, v):
         if self.cache is None or self.cache[0] is not k:
             batch, seqlen = k.shape[:2]
             pages = seqlen // self.page_size
-            order = torch.randperm(batch * pages, device=k.device)
+            order = (torch.randperm if self.shuffled else torch.arange)(batch * pages, device=k.device)
             shape = (batch * pages, self.page_size) + tuple(k.shape[2:])
             k_pages = torch.empty(shape, dtype=k.dtype, device=k.device)
             k_pages[order] = k.reshape(shape)
@@ -94,7 +103,8 @@ class Paged:
             v_pages[order] = v.reshape(shape)
             self.cache = (k, k_pages, v_pages, order.view(batch, pages).to(torch.int32))
         _, k_pages, v_pages, table = self.cache
-        return kv_cache_forward(q, k_pages, v_pages, block_table=table, causal=self.causal)[0]
+        return kv_cache_forward(q, k_pages, v_pages, block_table=table, causal=self.causal,
+                                num_splits=self.num_splits)[0]
 
     def clear(self):
         self.cache = None
@@ -107,7 +117,12 @@ def implementations(args):
         "fa2": sdpa(SDPBackend.FLASH_ATTENTION, args.causal),
         "cudnn": sdpa(SDPBackend.CUDNN_ATTENTION, args.causal),
     }
+    if args.sequential_pages:
+        impls.update({f"paged{p}seq": Paged(p, args.causal, shuffled=False) for p in PAGE_SIZES})
+        impls["kvcache"] = lambda q, k, v: kv_cache_forward(q, k, v, causal=args.causal)[0]
     for n in filter(None, args.num_splits.split(",")):
+        if args.paged_splits:
+            impls.update({f"paged{p}split{n}": Paged(p, args.causal, num_splits=int(n)) for p in PAGE_SIZES})
         impls[f"split{n}"] = lambda q, k, v, n=int(n): kv_cache_forward(q, k, v, causal=args.causal, num_splits=n)[0]
     if args.fa4:
         impls["fa4"] = None  # imported on first use: the import may fail
@@ -137,7 +152,7 @@ def main():
         nbytes = 2 * (k.numel() + v.numel() + 2 * q.numel())
         row = {"batch": batch, "seqlen_q": seqlen_q, "seqlen_k": seqlen_k, "heads_q": HEADS_Q, "heads_kv": HEADS_KV,
                "head_dim": HEAD_DIM, "causal": args.causal, "bytes": nbytes, "results": {}}
-        ref = None
+        ref = o = None
         for name, fn in impls.items():
             try:
                 if fn is None:
@@ -146,14 +161,29 @@ def main():
                 if ref is None:
                     ref = sdpa(SDPBackend.FLASH_ATTENTION, args.causal)(q, k, v).float()
                 err = (o.float() - ref).abs().max().item()
-                ms = triton.testing.do_bench(lambda: fn(q, k, v), warmup=args.warmup, rep=args.rep)
-                row["results"][name] = {"us": ms * 1e3, "tbs": nbytes / ms / 1e9, "max_err": err}
+                row["results"][name] = {"max_err": err, "samples_us": []}
             except Exception as e:  # noqa: BLE001
                 if args.traceback:
                     traceback.print_exc()
                 row["results"][name] = {"error": repr(e)[:200]}
-            torch.cuda.empty_cache()
-        del q, k, v, ref
+        # Rounds over every implementation in turn: a drift of the GPU's clocks or temperature
+        # falls on all columns alike; each column keeps its median.
+        for _ in range(args.rounds):
+            for name, fn in impls.items():
+                r = row["results"][name]
+                if "error" in r:
+                    continue
+                try:
+                    r["samples_us"].append(1e3 * triton.testing.do_bench(lambda: fn(q, k, v), warmup=args.warmup,
+                                                                         rep=args.rep))
+                except Exception as e:  # noqa: BLE001
+                    r.clear()
+                    r["error"] = repr(e)[:200]
+        for r in row["results"].values():
+            if "samples_us" in r:
+                r["us"] = statistics.median(r["samples_us"])
+                r["tbs"] = nbytes / r["us"] / 1e6
+        del q, k, v, ref, o
         for fn in impls.values():  # drop the paged copies
             if isinstance(fn, Paged):
                 fn.clear()
@@ -170,7 +200,7 @@ def main():
 
 def ours(names):
     """flashgen's columns: its own choice, the paged copies, the forced split counts."""
-    return [n for n in names if n == "flashgen" or n.startswith(("paged", "split"))]
+    return [n for n in names if n in ("flashgen", "kvcache") or n.startswith(("paged", "split"))]
 
 
 def print_row(row, impls, header):
