@@ -4,6 +4,7 @@
 # repo root there (carry .deps):
 #   bench/ncu_source.sh NAME KERNEL_REGEX [profile_step.py options]
 # e.g. bench/ncu_source.sh fwd128 'regex:^flash_fwd' --dim 128 --seqlen 16384
+# (env NCU_METRICS: extra metrics, comma-separated, printed with the totals)
 # Writes $OUT/NAME.ncu-rep, $OUT/NAME-source.csv.gz (the source page, one row per SASS
 # instruction) and prints the hottest instructions (bench/ncu_source_summary.py).
 set -uo pipefail
@@ -16,10 +17,14 @@ export FLASHGEN_CACHE_DIR=${FLASHGEN_CACHE_DIR:-/tmp/flashgen-profile-cache}
 export FLASHGEN_LIBRARY=${FLASHGEN_LIBRARY:-$(ls "$root"/build/runtime/libflashgen.so* | head -1)}
 # The second launch of the kernel: the first one follows the JIT compile.
 ncu --clock-control none -k "$kernel" --launch-skip 1 --launch-count 1 \
-  --section SpeedOfLight --section WarpStateStats --section SourceCounters --section InstructionStats \
-  -f -o "$out/$name" python3 "$root/bench/profile_step.py" "$@" >"$out/$name.log" 2>&1
+  --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats --section SourceCounters --section InstructionStats \
+  ${NCU_METRICS:+--metrics "$NCU_METRICS"} -f -o "$out/$name" python3 "$root/bench/profile_step.py" "$@" >"$out/$name.log" 2>&1
 echo "ncu rc=$? ($name)"; grep -E '==PROF==|==ERROR==|==WARNING==' "$out/$name.log" | tail -3
 ncu -i "$out/$name.ncu-rep" --page source --csv --print-source sass >"$out/$name-source.csv" 2>"$out/$name-source.err" ||
   { tail -5 "$out/$name-source.err"; exit 1; }
+# The kernel's totals: time, clocks, instructions, issue and tensor-pipe use.
+ncu -i "$out/$name.ncu-rep" --page details 2>/dev/null |
+  grep -E '^  +(Duration|SM Frequency|Elapsed Cycles|Executed Ipc Active|Issue Slots Busy|SM Busy|Executed Instructions |Compute \(SM\) Throughput|Memory Throughput|Registers Per Thread|Block Size|Grid Size)|pipe_' |
+  sort -u | tee "$out/$name-totals.txt"
 python3 "$root/bench/ncu_source_summary.py" "$out/$name-source.csv" | tee "$out/$name-summary.txt"
 gzip -f "$out/$name-source.csv"
