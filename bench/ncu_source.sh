@@ -17,7 +17,7 @@ export FLASHGEN_CACHE_DIR=${FLASHGEN_CACHE_DIR:-/tmp/flashgen-profile-cache}
 export FLASHGEN_LIBRARY=${FLASHGEN_LIBRARY:-$(ls "$root"/build/runtime/libflashgen.so* | head -1)}
 # The second launch of the kernel: the first one follows the JIT compile.
 ncu --clock-control none -k "$kernel" --launch-skip 1 --launch-count 1 \
-  --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats --section SourceCounters --section InstructionStats \
+  --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section WarpStateStats --section SourceCounters --section InstructionStats \
   ${NCU_METRICS:+--metrics "$NCU_METRICS"} -f -o "$out/$name" python3 "$root/bench/profile_step.py" "$@" >"$out/$name.log" 2>&1
 echo "ncu rc=$? ($name)"; grep -E '==PROF==|==ERROR==|==WARNING==' "$out/$name.log" | tail -3
 ncu -i "$out/$name.ncu-rep" --page source --csv --print-source sass >"$out/$name-source.csv" 2>"$out/$name-source.err" ||
@@ -26,5 +26,10 @@ ncu -i "$out/$name.ncu-rep" --page source --csv --print-source sass >"$out/$name
 ncu -i "$out/$name.ncu-rep" --page details 2>/dev/null |
   grep -E '^  +(Duration|SM Frequency|Elapsed Cycles|Executed Ipc Active|Issue Slots Busy|SM Busy|Executed Instructions |Compute \(SM\) Throughput|Memory Throughput|Registers Per Thread|Block Size|Grid Size)|pipe_' |
   sort -u | tee "$out/$name-totals.txt"
+# Pipe and shared-memory use (the raw metrics behind ComputeWorkloadAnalysis and
+# MemoryWorkloadAnalysis): is the tensor pipe, the issue path or shared memory the roof?
+ncu -i "$out/$name.ncu-rep" --page raw 2>/dev/null |
+  grep -E 'sm__pipe_(tensor|shared|alu|fma|xu)[a-z_]*cycles_active\.avg\.pct_of_peak_sustained_active|sm__inst_executed_pipe_(tensor|xu|uniform)[a-z_]*\.(sum|avg\.pct)|l1tex__data_pipe_lsu_wavefronts_mem_shared(_op_[a-z]+)?\.sum |l1tex__data_bank_conflicts_pipe_lsu_mem_shared(_op_[a-z]+)?\.sum |smsp__cycles_active\.avg |sm__throughput\.avg\.pct|l1tex__throughput\.avg\.pct' |
+  tee -a "$out/$name-totals.txt"
 python3 "$root/bench/ncu_source_summary.py" "$out/$name-source.csv" | tee "$out/$name-summary.txt"
 gzip -f "$out/$name-source.csv"

@@ -176,9 +176,10 @@ std::int64_t splitkv_rows(const Problem& p) { return p.heads_q * (p.varlen ? p.t
 // most kFlashMaxSplits. Measured on the H200 (docs/perf-notes.md, "Split-KV decode"):
 // FlashAttention-2's rule (the fewest splits whose waves are 85 % full) left SMs with one CTA
 // beside SMs with two, 7 % slower at B = 1; a wave model over all resident CTA slots was 2-4 %
-// slower at B = 8. A paged kernel balances over the CTA slots instead (SMs x CTAs per SM):
-// its K/V loads wait on a block-table lookup, which one CTA per SM does not hide (B = 1,
-// 256k keys, page 256: 16 splits on 128 SMs ran at 0.84x the contiguous kernel).
+// slower at B = 8. Paged caches balance the same way: since each row's page is looked up a
+// tile ahead, one CTA per SM hides the lookups (H100, docs/perf-notes.md, "page order": B = 1,
+// 256k keys, 16 splits ran as fast as 33, and B = 8, 64k keys, page 256 ran 1.4 % faster on
+// 2 splits than on the 4 that balancing over the CTA slots gave).
 // A count the caller asked for (ForwardArgs::num_splits) replaces the search.
 int split_count(const Problem& p, const std::vector<KernelSpec>& specs, int sm_count) {
   static_assert(kMaxNumSplits == kFlashMaxSplits, "the API's bound is the kernels' bound");
@@ -195,12 +196,11 @@ int split_count(const Problem& p, const std::vector<KernelSpec>& specs, int sm_c
   const int per_sm = std::clamp((max_shared_memory(s->arch) + 1024) / (s->shared_memory_bytes() + 1024), 1,
                                 2048 / s->threads());
   if (10 * ctas >= 8 * sms * per_sm) return 1;  // before splitting: 80 % of the slots
-  const std::int64_t units = s->paged ? sms * per_sm : sms;  // what the work is balanced over
   const int max_splits = std::clamp(tiles / 2, 1, static_cast<int>(kFlashMaxSplits));
   int best_n = 1;
-  double best = static_cast<double>((ctas + units - 1) / units);
+  double best = static_cast<double>((ctas + sms - 1) / sms);
   for (int n = 2; n <= max_splits; ++n) {
-    const double cost = static_cast<double>((ctas * n + units - 1) / units) / n;
+    const double cost = static_cast<double>((ctas * n + sms - 1) / sms) / n;
     if (cost < 0.95 * best) best = cost, best_n = n;
   }
   return filled(best_n);

@@ -1,6 +1,6 @@
 // The split-KV decode's split count (runtime/launch_plan.cpp, split_count) on the decode rows
 // of docs/perf.md, planned without a GPU: the count the SM balance gives, the caller's
-// num_splits filled to whole key tiles, and a paged cache balanced over the CTA slots.
+// num_splits filled to whole key tiles, and a paged cache split as its dense twin is.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -40,18 +40,26 @@ TEST(SplitCount, BalancesOverTheSmsAndHonoursTheCallersCount) {
   EXPECT_EQ(split_count(short_keys, specs_of(short_keys), 132), 5);
 }
 
-TEST(SplitCount, PagedCachesBalanceOverTheCtaSlots) {
+TEST(SplitCount, PagedCachesBalanceOverTheSmsAsDenseOnesDo) {
   // Speculative decoding: 16 positions x 4 heads = 64 rows, one 64x64 tile per KV head: 64
   // CTAs of 140 KB shared memory, one per SM: 2 splits fill the 132 SMs once.
   const Problem p = decode(8, 16, 16384, true);
   const std::vector<KernelSpec> specs = specs_of(p);
   ASSERT_EQ(specs.at(0).block_m, 64);
   EXPECT_EQ(split_count(p, specs, 132), 2);
-  // One query per sequence: 16-row tiles, two per SM; the block-table lookups want both
-  // slots busy: B = 1 over 256k keys balances over 264 slots (33 splits: 8 x 33 CTAs in 264)
-  // where the dense cache takes 16.
+  // One query per sequence: 16-row tiles, two fit an SM, yet the work is balanced over the
+  // SMs as for the dense cache (the page lookups run a tile ahead): B = 1 over 256k keys
+  // takes 16 splits (8 x 16 CTAs on 132 SMs), B = 8 over 64k keys 2 (64 x 2 CTAs), not the
+  // 33 and 4 that filling both slots of every SM would give.
   const Problem one = decode(1, 1, 262144, true);
-  EXPECT_EQ(split_count(one, specs_of(one), 132), 33);
+  ASSERT_EQ(specs_of(one).at(0).block_m, 16);
+  EXPECT_EQ(split_count(one, specs_of(one), 132), split_count(decode(1, 1, 262144), specs_of(decode(1, 1, 262144)), 132));
+  EXPECT_EQ(split_count(one, specs_of(one), 132), 16);
+  const Problem eight = decode(8, 1, 65536, true);
+  EXPECT_EQ(split_count(eight, specs_of(eight), 132), 2);
+  // A batch that fills 80 % of the CTA slots unsplit stays unsplit.
+  const Problem full = decode(64, 1, 8192, true);
+  EXPECT_EQ(split_count(full, specs_of(full), 132), 1);
 }
 
 }  // namespace
