@@ -8,6 +8,7 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$root/device-out}
+mkdir -p "$out"
 dim=$1 seqlen=$2
 shift 2
 tag=d${dim}_${seqlen}${1:+_causal}
