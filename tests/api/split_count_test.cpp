@@ -52,8 +52,9 @@ TEST(SplitCount, PagedCachesBalanceOverTheSmsAsDenseOnesDo) {
   // takes 16 splits (8 x 16 CTAs on 132 SMs), B = 8 over 64k keys 2 (64 x 2 CTAs), not the
   // 33 and 4 that filling both slots of every SM would give.
   const Problem one = decode(1, 1, 262144, true);
+  const Problem one_dense = decode(1, 1, 262144);
   ASSERT_EQ(specs_of(one).at(0).block_m, 16);
-  EXPECT_EQ(split_count(one, specs_of(one), 132), split_count(decode(1, 1, 262144), specs_of(decode(1, 1, 262144)), 132));
+  EXPECT_EQ(split_count(one, specs_of(one), 132), split_count(one_dense, specs_of(one_dense), 132));
   EXPECT_EQ(split_count(one, specs_of(one), 132), 16);
   const Problem eight = decode(8, 1, 65536, true);
   EXPECT_EQ(split_count(eight, specs_of(eight), 132), 2);
