@@ -2,6 +2,7 @@
 
 #include "compiler/kernel_pieces.h"
 #include "compiler/kernel_selection.h"
+#include "runtime/tensor_maps.h"
 
 #include <algorithm>
 #include <cmath>
@@ -72,6 +73,7 @@ FlashAttentionParams base_params(const Problem& p, const PackedSequences& packed
   f.seqlen_q_rounded = static_cast<int>(round_up(p.seqlen_q, kDqRowRounding));
   f.heads_q = static_cast<int>(p.heads_q);
   f.heads_kv = static_cast<int>(p.heads_kv);
+  f.heads_per_kv = static_cast<int>(p.heads_q / std::max<std::int64_t>(p.heads_kv, 1));
   f.head_dim = static_cast<int>(p.head_dim);
   const AttentionOptions& o = p.options;
   constexpr float kLog2e = 1.4426950408889634f;
@@ -294,6 +296,10 @@ std::vector<KernelLaunch> plan_backward(const BackwardArgs& args, const Problem&
   f.dq_accum = accum ? static_cast<float*>(workspace) : nullptr;
   f.dq_accum_rows = accum ? accum_rows(p) : 0;
   f.dsum = reinterpret_cast<float*>(static_cast<char*>(workspace) + accum);
+  // The accumulator's column order is its writer's: the dK/dV kernel that reduces it by TMA.
+  f.dq_accum_fragment_order = std::any_of(specs.begin(), specs.end(), [](const KernelSpec& s) {
+    return s.pass == Pass::bwd_dkdv && needs_dq_accum_map(s);
+  });
 
   const unsigned hq = static_cast<unsigned>(p.heads_q), b = static_cast<unsigned>(p.batch);
   const std::int64_t rows = round_up(p.seqlen_q, kDqRowRounding);

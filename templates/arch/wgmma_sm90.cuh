@@ -12,14 +12,16 @@ namespace flash {
 
 // Matrix descriptor (PTX ISA, "matrix descriptor format"): start address, leading and
 // stride byte offsets (all >> 4), 128-byte swizzle mode; the start moved by `offset` bytes.
-// Shared-memory addresses stay below 2^18, so the 14-bit start field never carries into the
-// leading offset: moving the start is one 32-bit add to the low word, and a product's k-steps
-// cost one uniform add each instead of the four or five of rebuilding the descriptor from its
-// address (ptxas cannot see that the address is a multiple of 16 below 2^18).
+// Shared-memory addresses stay below 2^18, so the 14-bit start field never carries: moving the
+// start is an add, and a product's k-steps cost one uniform add each instead of the four or five
+// of rebuilding the descriptor from its address (ptxas cannot see that the address is a multiple
+// of 16 below 2^18). The add is to the whole 64-bit descriptor, which ptxas writes straight into
+// the uniform register pair the HGMMA reads (UIADD3.64); a 32-bit add to the low word cost a UMOV
+// of the unchanged high word besides (docs/perf-notes.md, "The descriptor add made 64-bit").
 __device__ __forceinline__ unsigned long long wgmma_desc(u32 addr, u32 leading_bytes, u32 stride_bytes, u32 offset = 0) {
-  const u32 lo = ((addr >> 4) | ((leading_bytes >> 4) << 16)) + (offset >> 4);
+  const u32 lo = (addr >> 4) | ((leading_bytes >> 4) << 16);
   const u32 hi = (stride_bytes >> 4) | (1u << 30);
-  return (static_cast<unsigned long long>(hi) << 32) | lo;
+  return ((static_cast<unsigned long long>(hi) << 32) | lo) + (offset >> 4);
 }
 
 // K-major operand (rows = M or N, contiguous k): the 16 k-columns k0..k0+15 of rows row0...

@@ -36,7 +36,7 @@ struct BwdDkdvKernel {
     const Split split(warp);
     const int n_block = w.block, h_kv = w.head;
     const typename Cfg::Offsets off(p, w.batch);
-    const int group = p.heads_q / p.heads_kv;
+    const int group = p.heads_per_kv;
     const int n0 = n_block * Cfg::kBlockN;
     if (off.past_keys(n0)) return;  // a packed sequence shorter than the grid
     const int rows_k = min(Cfg::kBlockN, off.seqlen_k() - n0);

@@ -43,7 +43,7 @@ struct BwdDkdvKernelSm90 {
     if (off.past_keys(n0)) return;  // a packed sequence shorter than the grid: the whole CTA
     const int rows_k = keys_in_tile(off, n0);
     const Visibility<Cfg::kLocal> vis(off.seqlen_q(), off.seqlen_k(), p.window_left, p.window_right);
-    const DkdvWorkItems<Cfg> items(vis, h_kv, p.heads_q / p.heads_kv, n0, rows_k);
+    const DkdvWorkItems<Cfg> items(vis, h_kv, p.heads_per_kv, n0, rows_k);
 
     const int wg = warpgroup_index();
     if (wg == 0) {

@@ -29,7 +29,7 @@ struct BwdDqKernel {
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2;
     const int h = w.head;
-    const int h_kv = h / (p.heads_q / p.heads_kv);
+    const int h_kv = h / p.heads_per_kv;
     const int m0 = w.block * Cfg::kBlockM;
     const typename Cfg::Offsets off(p, w.batch);
     if (off.past_queries(m0)) return;  // a packed sequence shorter than the grid

@@ -16,11 +16,11 @@ namespace flash {
 // fragment value e. On 64-query tiles one 8-byte load per column pair (asm loads are never
 // merged: one per value, the e = 0 and e = 2 values twice, was 3 % of the d128 dK/dV kernel's
 // instructions; the pairs took the backward up 0.4-2.8 %, docs/perf-notes.md); on 128-query
-// tiles (d64) a load per value, as the pair's registers made the deterministic kernel spill
-// (4-28 bytes).
-template <int kMT>
+// tiles (d64) too, but for the deterministic kernel; there, and on d128's 80-query tiles, the
+// pair's registers spill (4-64 bytes) and each value is its own load.
+template <class Cfg, int kMT>
 struct RowStats {
-  static constexpr bool kPairs = kMT <= 8;
+  static constexpr bool kPairs = kMT <= 8 || (Cfg::kBlockM == 128 && !Cfg::kDeterministic);
   float2 pair;
   u32 s_stat;
   int col;
@@ -44,7 +44,7 @@ __device__ __forceinline__ void probs_t(float (&s)[kRT][kMT][4], float (&dtanh)[
     mask_scores<false>(s, vis, key_row0, m0, lane);
 #pragma unroll
   for (int nt = 0; nt < kMT; ++nt) {
-    const RowStats<kMT> lse(s_lse, nt, lane);
+    const RowStats<Cfg, kMT> lse(s_lse, nt, lane);
 #pragma unroll
     for (int mt = 0; mt < kRT; ++mt)
 #pragma unroll
@@ -59,7 +59,7 @@ __device__ __forceinline__ void dscores_t(float (&dp)[kRT][kMT][4], const float 
                                           const float (&dtanh)[kRT][kMT][4], u32 s_dsum, int lane) {
 #pragma unroll
   for (int nt = 0; nt < kMT; ++nt) {
-    const RowStats<kMT> dsum(s_dsum, nt, lane);
+    const RowStats<Cfg, kMT> dsum(s_dsum, nt, lane);
 #pragma unroll
     for (int mt = 0; mt < kRT; ++mt)
 #pragma unroll

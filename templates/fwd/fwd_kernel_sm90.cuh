@@ -76,7 +76,7 @@ struct FwdKernelSm90 {
     bool skipped;
 
     __device__ __forceinline__ Tile(const FlashAttentionParams& p, const WorkTile& w)
-        : off(p, w.batch), h_kv(w.head / (p.heads_q / p.heads_kv)), m0(w.block * Cfg::kBlockM),
+        : off(p, w.batch), h_kv(w.head / p.heads_per_kv), m0(w.block * Cfg::kBlockM),
           rows_q(min(Cfg::kBlockM, off.seqlen_q() - m0)),
           vis(off.seqlen_q(), off.seqlen_k(), p.window_left, p.window_right), skipped(off.past_queries(m0)) {
       if (skipped) return;

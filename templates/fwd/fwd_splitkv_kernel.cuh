@@ -30,7 +30,7 @@ struct FwdSplitKvKernel {
   static __device__ __forceinline__ void tile(const FlashAttentionParams& p, const SplitKvTile& w) {
     using Pipeline = typename Mainloop::Pipeline;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int group = p.heads_q / p.heads_kv;
+    const int group = p.heads_per_kv;
     const typename Mainloop::Offsets off(p, w.batch);
     const PackedRows packed{group, w.head_kv * group};
     const int r0 = w.m_block * Cfg::kBlockM;

@@ -35,6 +35,13 @@ enum { kFlashDqBoxCols = 32 };
 // all 80 of FA3's 80 x 128 tile (whose dQ is split by head-dim columns).
 constexpr int flash_dq_box_rows(int block_m) { return block_m == 128 ? 64 : block_m; }
 
+// Where column `col` of a row of the TMA-reduced dQ accumulator (tma_dq_accum) is stored: in
+// fragment order, each group of 8 columns holding its even columns first (0 2 4 6 1 3 5 7).
+// That is the order stmatrix writes an mma C fragment's fp32 pairs in (bwd/dq_staging.cuh):
+// one instruction per 16 x 8 fragment, no bank conflict, no lane exchange. bwd_dq_convert
+// reads it back (dq_accum_fragment_order); the atomic dQ paths keep the natural order.
+constexpr int flash_dq_accum_position(int col) { return (col & ~7) | ((col & 1) << 2) | ((col & 7) >> 1); }
+
 struct FlashAttentionParams {
   // Forward inputs/outputs (also read by backward).
   const void* q;
@@ -148,6 +155,17 @@ struct FlashAttentionParams {
   // first while a section's shared inputs fit in L2; 0 or 1: the grid's own order, blocks
   // fastest. Set by the launch plan (runtime/launch_plan.cpp). (Appended.)
   int tile_section;
+
+  // 1: the dQ accumulator is in fragment order (flash_dq_accum_position), as the warp-specialised
+  // dK/dV kernels reduce it through tma_dq_accum; 0: natural order. Read by bwd_dq_convert; set
+  // by the launch plan from the backward's dK/dV kernel. (Appended.)
+  int dq_accum_fragment_order;
+
+  // Query heads per KV head (heads_q / heads_kv: GQA's group), divided once on the host. A
+  // parameter ptxas reloads where it needs it: as a division's result, a register held from
+  // the prologue into the warp-specialised roles, the sm_90a d96 causal dK/dV kernel spilled
+  // it. (Appended.)
+  int heads_per_kv;
 };
 
 #endif
