@@ -66,6 +66,11 @@ def main():
         env_words = [w for w in words if re.fullmatch(r"FLASHGEN_[A-Z_]+=.*", w)]
         env = dict(os.environ, FLASHGEN_NVRTC_FLAGS=" ".join(w for w in words if w not in env_words))
         env.update(w.split("=", 1) for w in env_words)
+        # A library that is not there would leave the child on the default one: both variants
+        # the same code, a measurement of nothing.
+        lib = dict(w.split("=", 1) for w in env_words).get("FLASHGEN_LIBRARY")
+        if lib is not None and not os.path.isfile(lib):
+            sys.exit(f"ab_variants.py: variant {name}: FLASHGEN_LIBRARY={lib!r} is not a file")
         try:
             r = subprocess.run([sys.executable, __file__, "--child"] + sys.argv[1:], env=env, capture_output=True,
                                text=True, timeout=a.timeout)
@@ -77,6 +82,9 @@ def main():
             print(name, "failed:", r.stderr[-2000:])
             continue
         results[name] = json.loads(line[0][7:])
+        # As it comes (a run cut short still shows what it measured): fwd / bwd TFLOP/s per shape.
+        print(name + ": " + "  ".join(f"d{r['d']}c{r['causal']}n{r['n']} {r['fwd']:.0f}/{r['bwd']:.0f}"
+                                      for r in results[name]), flush=True)
     names = list(results)
     print("   D c     N | " + " | ".join(f"{n:>15}" for n in names) + "   (fwd / bwd TFLOP/s)")
     for i, row in enumerate(results[names[0]]):

@@ -2,7 +2,7 @@
 # Everything the GPU machine does, in one call: build, the `gpu` test label
 # (compute-sanitizer on small shapes included), the benchmarks against PyTorch SDPA, and a
 # short table last. Run there from the repo root (carry .deps, staged by
-# bench/stage-deps.sh). Usage: bench/device.sh [quick|full|extra|tests|bench|decode|long|train|tune|wheel|cold]
+# bench/stage-deps.sh). Usage: bench/device.sh [quick|full|extra|tests|bench|decode|long|train|tune|wheel|cold|ab]
 # (full: tests, autotune of the standard set, D 64/128 grid, long sequences; extra: D 96/256 grid and long sequences, no tests;
 # train: only examples/embed_cpp's GPU step, test_torch.py and examples/train_gpt.py, its table last;
 # tune: the autotune GPU tests and the cold/warm tuning of the standard set; wheel: the carried
@@ -10,6 +10,8 @@
 # (bench/decode.py, also after compare_sdpa.py in every benchmark mode); long: only issue 14's long
 # sequences (flashgen, causal, N = 16k, 256k, 2^20, 2^21: a few minutes); cold: issue 18's first-call
 # latency per variant (bench/cold_start.py), compiled and from the wheel's kernel set built here;
+# ab: bench/ab_variants.py of this tree's library against the revision bench/stage-base.sh staged
+# in .ab-base (carried), AB_ARGS its options (default D 64/128/256, N 4k/16k, 3 rounds);
 # env FA4=1 adds FlashAttention-4 to the benchmarks, BENCH_ARGS passes compare_sdpa.py options)
 set -uo pipefail
 mode=${1:-quick}
@@ -44,9 +46,27 @@ start=$(date +%s)
 cmake -S "$root" -B "$root/build" -G Ninja -DFLASHGEN_WITH_MLIR=OFF -DFLASHGEN_BUILD_BENCH=OFF -DFLASHGEN_WERROR=OFF \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$out/cmake.log" 2>&1 || { tail -50 "$out/cmake.log"; exit 1; }
 targets=(flashgen_runtime flashgen label_gpu)  # label_gpu: every executable of the gpu label
+[[ $mode == ab ]] && targets=(flashgen_runtime)
 [[ $mode == train ]] && targets=(flashgen_runtime flashgen_runtime_static flashgen_compiler flashgen)
 ninja -C "$root/build" "${targets[@]}" >"$out/build.log" 2>&1 || { grep -E 'error|FAILED' "$out/build.log" | head -40; exit 1; }
 echo "built in $(( $(date +%s) - start )) s"
+
+if [[ $mode == ab ]]; then
+  base=$root/.ab-base
+  [[ -f $base/REVISION ]] || { echo "no .ab-base/REVISION: run bench/stage-base.sh REV here first and carry .ab-base"; exit 1; }
+  echo "== A/B: this tree against $(cat "$base/REVISION") (bench/ab_variants.py) =="
+  [[ -d $root/.deps && ! -e $base/.deps ]] && ln -s "$root/.deps" "$base/.deps"
+  cmake -S "$base" -B /tmp/flashgen-ab-base -G Ninja -DFLASHGEN_WITH_MLIR=OFF -DFLASHGEN_BUILD_BENCH=OFF \
+    -DFLASHGEN_WERROR=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$out/cmake-base.log" 2>&1 &&
+    ninja -C /tmp/flashgen-ab-base flashgen_runtime >"$out/build-base.log" 2>&1 ||
+    { tail -30 "$out/cmake-base.log" "$out/build-base.log"; exit 1; }
+  base_lib=$(ls /tmp/flashgen-ab-base/runtime/libflashgen.so* | head -1)
+  new_lib=$(ls "$root"/build/runtime/libflashgen.so* | head -1)
+  read -r -a ab_args <<<"${AB_ARGS:---dims 64,128,256 --seqlens 4096,16384 --rounds 3}"
+  python3 "$root/bench/ab_variants.py" --variants "base=FLASHGEN_LIBRARY=$base_lib;new=FLASHGEN_LIBRARY=$new_lib" \
+    "${ab_args[@]}" 2>&1 | tee "$out/ab.log" | tail -40
+  exit "${PIPESTATUS[0]}"
+fi
 
 if [[ $mode == cold ]]; then
   echo "== cold start: first forward + first backward per variant, a fresh process and cache each =="
