@@ -86,6 +86,8 @@ def main():
         print(name + ": " + "  ".join(f"d{r['d']}c{r['causal']}n{r['n']} {r['fwd']:.0f}/{r['bwd']:.0f}"
                                       for r in results[name]), flush=True)
     names = list(results)
+    if not names:
+        sys.exit("ab_variants.py: no variant produced a result (their errors above)")
     print("   D c     N | " + " | ".join(f"{n:>15}" for n in names) + "   (fwd / bwd TFLOP/s)")
     for i, row in enumerate(results[names[0]]):
         cells = [f"{results[n][i]['fwd']:6.0f} / {results[n][i]['bwd']:6.0f}" for n in names]
