@@ -64,11 +64,12 @@ def main():
         # build's FLASHGEN_LIBRARY); the other words are the variant's NVRTC flags.
         words = flags.split()
         env_words = [w for w in words if re.fullmatch(r"FLASHGEN_[A-Z_]+=.*", w)]
+        variables = dict(w.split("=", 1) for w in env_words)
         env = dict(os.environ, FLASHGEN_NVRTC_FLAGS=" ".join(w for w in words if w not in env_words))
-        env.update(w.split("=", 1) for w in env_words)
+        env.update(variables)
         # A library that is not there would leave the child on the default one: both variants
         # the same code, a measurement of nothing.
-        lib = dict(w.split("=", 1) for w in env_words).get("FLASHGEN_LIBRARY")
+        lib = variables.get("FLASHGEN_LIBRARY")
         if lib is not None and not os.path.isfile(lib):
             sys.exit(f"ab_variants.py: variant {name}: FLASHGEN_LIBRARY={lib!r} is not a file")
         try:

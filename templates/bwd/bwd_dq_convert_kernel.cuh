@@ -45,6 +45,9 @@ struct BwdDqConvertKernel {
     if (p.dq_accum_fragment_order) {
       // Groups of 8 columns, stored even columns first (flash_dq_accum_position); the kernels
       // that write this order need head_dim % 8 == 0, so a group is whole or past head_dim.
+      static_assert(flash_dq_accum_position(0) == 0 && flash_dq_accum_position(2) == 1 &&
+                        flash_dq_accum_position(1) == 4 && flash_dq_accum_position(7) == 7,
+                    "columns 2 k and 2 k + 1 of a group at positions k and 4 + k");
       for (int i = tid; i < rows * kD / 8; i += Cfg::kThreads) {
         const int r = i / (kD / 8), c = 8 * (i % (kD / 8));
         if (c >= Cfg::kHeadDim) continue;

@@ -38,18 +38,17 @@ BackwardOrder backward_order(const Problem& p, Arch arch) {
   return out;
 }
 
+// The forward plan's first launch's parameters.
+FlashAttentionParams forward_params(const Problem& p, Arch arch) {
+  return plan_forward(ForwardArgs{}, p, select_forward_kernels(problem_key(p), arch), 1, nullptr, 132).at(0).params;
+}
+
 TEST(PlanParams, TheGqaGroupIsDividedOnTheHostForEveryPass) {
   const Problem p = prefill(12, 4, 128);
   for (const KernelLaunch& l : plan_backward(BackwardArgs{}, p, Arch::sm_90a, nullptr))
     EXPECT_EQ(l.params.heads_per_kv, 3) << l.spec.uri();
-  const std::vector<KernelSpec> specs = select_forward_kernels(problem_key(p), Arch::sm_90a);
-  EXPECT_EQ(plan_forward(ForwardArgs{}, p, specs, 1, nullptr, 132).at(0).params.heads_per_kv, 3);
-  EXPECT_EQ(plan_forward(ForwardArgs{}, prefill(5, 5, 64), select_forward_kernels(problem_key(prefill(5, 5, 64)),
-                                                                                   Arch::sm_80),
-                         1, nullptr, 108)
-                .at(0)
-                .params.heads_per_kv,
-            1);
+  EXPECT_EQ(forward_params(p, Arch::sm_90a).heads_per_kv, 3);
+  EXPECT_EQ(forward_params(prefill(5, 5, 64), Arch::sm_80).heads_per_kv, 1);
 }
 
 TEST(PlanParams, TheDqAccumulatorIsInFragmentOrderExactlyWhenTheDkdvKernelReducesItByTma) {
