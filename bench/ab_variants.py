@@ -7,7 +7,7 @@ A variant may also set FLASHGEN_* variables, e.g. "old=FLASHGEN_LIBRARY=/tmp/bas
 over its rounds against the first variant's, with the first variant's spread: on a GPU whose
 run-to-run noise is +-5-8 % per cell (the H100 machines), one round cannot tell a 5 % change.
 """
-import argparse, json, os, re, statistics, subprocess, sys, time
+import argparse, functools, json, os, re, statistics, subprocess, sys, time
 
 def child(args):
     import torch, triton
@@ -38,6 +38,12 @@ def child(args):
                                 first_fwd=first[0], first_bwd=first[1]))
     print("RESULT " + json.dumps(out), flush=True)
 
+@functools.cache
+def template_text():
+    """Every kernel template's text, for checking that a variant's -D macros exist."""
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "templates")
+    return "".join(open(os.path.join(d, f)).read() for d, _, files in os.walk(root) for f in files)
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--variants", required=True)
@@ -56,6 +62,13 @@ def main():
         return child(a)
     results = {}
     specs = a.variants.split(";")
+    # A -D macro the kernel templates never read (a pending patch not applied) would make its
+    # variant the unchanged kernels: refused before anything runs.
+    for spec in specs:
+        for macro in re.findall(r"-D\s*([A-Za-z_]\w*)", spec.split("=", 1)[-1]):
+            if macro not in template_text():
+                sys.exit(f"ab_variants.py: variant {spec.split('=', 1)[0]}: -D{macro} is read by no file under "
+                         "templates/ (a pending patch not applied?)")
     for round_, spec in ((r, s) for r in range(a.rounds) for s in specs):
         name, flags = spec.split("=", 1)
         if a.rounds > 1:

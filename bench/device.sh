@@ -11,7 +11,8 @@
 # sequences (flashgen, causal, N = 16k, 256k, 2^20, 2^21: a few minutes); cold: issue 18's first-call
 # latency per variant (bench/cold_start.py), compiled and from the wheel's kernel set built here;
 # ab: bench/ab_variants.py of this tree's library against the revision bench/stage-base.sh staged
-# in .ab-base (carried), AB_ARGS its options (default D 64/128/256, N 4k/16k, 3 rounds);
+# in .ab-base (carried), AB_ARGS its options (default D 64/128/256, N 4k/16k, 3 rounds); with
+# AB_VARIANTS set ("name=-DFLAG=1;..."), the variants of this tree's library alone (no base build);
 # env FA4=1 adds FlashAttention-4 to the benchmarks, BENCH_ARGS passes compare_sdpa.py options)
 set -uo pipefail
 mode=${1:-quick}
@@ -50,6 +51,14 @@ targets=(flashgen_runtime flashgen label_gpu)  # label_gpu: every executable of 
 [[ $mode == train ]] && targets=(flashgen_runtime flashgen_runtime_static flashgen_compiler flashgen)
 ninja -C "$root/build" "${targets[@]}" >"$out/build.log" 2>&1 || { grep -E 'error|FAILED' "$out/build.log" | head -40; exit 1; }
 echo "built in $(( $(date +%s) - start )) s"
+
+if [[ $mode == ab && -n ${AB_VARIANTS:-} ]]; then
+  echo "== A/B: this tree's library, variants $AB_VARIANTS (bench/ab_variants.py) =="
+  read -r -a ab_args <<<"${AB_ARGS:---dims 64,128,256 --seqlens 4096,16384 --rounds 3}"
+  FLASHGEN_LIBRARY=$(ls "$root"/build/runtime/libflashgen.so* | head -1) \
+    python3 "$root/bench/ab_variants.py" --variants "$AB_VARIANTS" "${ab_args[@]}" 2>&1 | tee "$out/ab.log" | tail -40
+  exit "${PIPESTATUS[0]}"
+fi
 
 if [[ $mode == ab ]]; then
   base=$root/.ab-base
