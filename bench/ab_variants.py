@@ -61,16 +61,15 @@ def main():
     if a.child:
         return child(a)
     results = {}
-    specs = a.variants.split(";")
+    specs = [spec.split("=", 1) for spec in a.variants.split(";")]  # [name, flags]
     # A -D macro the kernel templates never read (a pending patch not applied) would make its
     # variant the unchanged kernels: refused before anything runs.
-    for spec in specs:
-        for macro in re.findall(r"-D\s*([A-Za-z_]\w*)", spec.split("=", 1)[-1]):
+    for name, flags in specs:
+        for macro in re.findall(r"-D\s*([A-Za-z_]\w*)", flags):
             if macro not in template_text():
-                sys.exit(f"ab_variants.py: variant {spec.split('=', 1)[0]}: -D{macro} is read by no file under "
-                         "templates/ (a pending patch not applied?)")
-    for round_, spec in ((r, s) for r in range(a.rounds) for s in specs):
-        name, flags = spec.split("=", 1)
+                sys.exit(f"ab_variants.py: variant {name}: -D{macro} is read by no file under templates/ "
+                         "(a pending patch not applied?)")
+    for round_, (name, flags) in ((r, s) for r in range(a.rounds) for s in specs):
         if a.rounds > 1:
             name += f"#{round_ + 1}"
         # Words NAME=value with an upper-case FLASHGEN_ name set that variable (e.g. another

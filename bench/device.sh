@@ -52,28 +52,26 @@ targets=(flashgen_runtime flashgen label_gpu)  # label_gpu: every executable of 
 ninja -C "$root/build" "${targets[@]}" >"$out/build.log" 2>&1 || { grep -E 'error|FAILED' "$out/build.log" | head -40; exit 1; }
 echo "built in $(( $(date +%s) - start )) s"
 
-if [[ $mode == ab && -n ${AB_VARIANTS:-} ]]; then
-  echo "== A/B: this tree's library, variants $AB_VARIANTS (bench/ab_variants.py) =="
-  read -r -a ab_args <<<"${AB_ARGS:---dims 64,128,256 --seqlens 4096,16384 --rounds 3}"
-  FLASHGEN_LIBRARY=$(ls "$root"/build/runtime/libflashgen.so* | head -1) \
-    python3 "$root/bench/ab_variants.py" --variants "$AB_VARIANTS" "${ab_args[@]}" 2>&1 | tee "$out/ab.log" | tail -40
-  exit "${PIPESTATUS[0]}"
-fi
-
 if [[ $mode == ab ]]; then
-  base=$root/.ab-base
-  [[ -f $base/REVISION ]] || { echo "no .ab-base/REVISION: run bench/stage-base.sh REV here first and carry .ab-base"; exit 1; }
-  echo "== A/B: this tree against $(cat "$base/REVISION") (bench/ab_variants.py) =="
-  [[ -d $root/.deps && ! -e $base/.deps ]] && ln -s "$root/.deps" "$base/.deps"
-  cmake -S "$base" -B /tmp/flashgen-ab-base -G Ninja -DFLASHGEN_WITH_MLIR=OFF -DFLASHGEN_BUILD_BENCH=OFF \
-    -DFLASHGEN_WERROR=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$out/cmake-base.log" 2>&1 &&
-    ninja -C /tmp/flashgen-ab-base flashgen_runtime >"$out/build-base.log" 2>&1 ||
-    { tail -30 "$out/cmake-base.log" "$out/build-base.log"; exit 1; }
-  base_lib=$(ls /tmp/flashgen-ab-base/runtime/libflashgen.so* | head -1)
   new_lib=$(ls "$root"/build/runtime/libflashgen.so* | head -1)
+  if [[ -n ${AB_VARIANTS:-} ]]; then  # -D variants of this tree's library
+    echo "== A/B: this tree's library, variants $AB_VARIANTS (bench/ab_variants.py) =="
+    export FLASHGEN_LIBRARY=$new_lib
+    variants=$AB_VARIANTS
+  else
+    base=$root/.ab-base
+    [[ -f $base/REVISION ]] || { echo "no .ab-base/REVISION: run bench/stage-base.sh REV here first and carry .ab-base"; exit 1; }
+    echo "== A/B: this tree against $(cat "$base/REVISION") (bench/ab_variants.py) =="
+    [[ -d $root/.deps && ! -e $base/.deps ]] && ln -s "$root/.deps" "$base/.deps"
+    cmake -S "$base" -B /tmp/flashgen-ab-base -G Ninja -DFLASHGEN_WITH_MLIR=OFF -DFLASHGEN_BUILD_BENCH=OFF \
+      -DFLASHGEN_WERROR=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$out/cmake-base.log" 2>&1 &&
+      ninja -C /tmp/flashgen-ab-base flashgen_runtime >"$out/build-base.log" 2>&1 ||
+      { tail -30 "$out/cmake-base.log" "$out/build-base.log"; exit 1; }
+    base_lib=$(ls /tmp/flashgen-ab-base/runtime/libflashgen.so* | head -1)
+    variants="base=FLASHGEN_LIBRARY=$base_lib;new=FLASHGEN_LIBRARY=$new_lib"
+  fi
   read -r -a ab_args <<<"${AB_ARGS:---dims 64,128,256 --seqlens 4096,16384 --rounds 3}"
-  python3 "$root/bench/ab_variants.py" --variants "base=FLASHGEN_LIBRARY=$base_lib;new=FLASHGEN_LIBRARY=$new_lib" \
-    "${ab_args[@]}" 2>&1 | tee "$out/ab.log" | tail -40
+  python3 "$root/bench/ab_variants.py" --variants "$variants" "${ab_args[@]}" 2>&1 | tee "$out/ab.log" | tail -40
   exit "${PIPESTATUS[0]}"
 fi
 
