@@ -20,7 +20,8 @@ KernelPieces kernel_pieces(const KernelSpec& s) {
       if (s.warp_specialized()) {
         KernelPieces ws{{"fwd/fwd_kernel_sm90.cuh"}, "flash::FwdKernelSm90<Traits, "};
         if (s.persistent) ws.headers.push_back("scheduler/persistent.cuh");
-        ws.kernel += s.persistent ? "flash::StaticPersistentScheduler<Traits::kBlockM>, "
+        // Persistent under a mask (Traits::kLocal): the longest tiles first, rounds in a snake.
+        ws.kernel += s.persistent ? "flash::StaticPersistentScheduler<Traits::kBlockM, Traits::kLocal>, "
                                   : "flash::SingleTileScheduler<true>, ";
         ws.kernel += "flash::FwdMainloopSm90<Traits>, flash::FwdEpilogueSm90<Traits>>";
         return ws;

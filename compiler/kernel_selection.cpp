@@ -55,13 +55,16 @@ KernelSpec forward_spec(const ProblemKey& p, Arch arch) {
   // 512 rows the all-threads 64x64 wgmma kernel (one warpgroup, more CTAs on the short rows)
   // beats both: 191.7 against 185.4 TFLOP/s at N = 512, equal at 1k (flashgen bench, H200,
   // 2026-12-03; the seqlen buckets join 512 and 1k, so this rule reads the lengths).
+  const bool masked = p.causal || p.window;
   const bool short_causal = p.causal && !p.window && seqlen_bucket(p.seqlen_q, p.seqlen_k) <= 1024;
   const long long longest = std::max(p.seqlen_q, p.seqlen_k);  // 0: not known yet (MLIR's dynamic dims)
   const bool very_short_causal = p.causal && !p.window && longest > 0 && longest <= 512;
-  // d64/d128/d256 try the persistent form first (one CTA per SM looping over the tiles; the
-  // next tile's loads hide under this one's last products and epilogue). KernelSpec::problems()
-  // refuses it under a mask (unequal tiles: they stay one per CTA, where the hardware's launch
-  // order balances them) and where O's staging fits neither apart nor over the V ring. Same
+  // d64/d128/d256 unmasked try the persistent form first (one CTA per SM looping over the tiles;
+  // the next tile's loads hide under this one's last products and epilogue). KernelSpec::problems()
+  // refuses it where O's staging fits neither apart nor over the V ring. Under a mask the tiles
+  // stay one per CTA: the persistent form's longest-first snake (scheduler/persistent.cuh) is
+  // built and is the tuner's other-scheduling candidate (`flashgen tune --times` times both),
+  // but not selected before a GPU run has measured it against this one. Same
   // process as FA4 on the H200 (2026-12-03): forward +9 % at N = 1k (d128 499 -> 546, d64 403 ->
   // 444 TFLOP/s), +0-2 % at 4k/16k; `flashgen tune` kept it over the single-tile form at every
   // d64/d128 x 1k/4k/16k key, and at d256 by 0.4-4 % (`flashgen tune --times`, 2026-12-04).
@@ -71,7 +74,7 @@ KernelSpec forward_spec(const ProblemKey& p, Arch arch) {
   const bool wide_keys = !p.causal && !p.window && seqlen_bucket(p.seqlen_q, p.seqlen_k) >= 4096;
   const auto persistent_first = [&](Tiles t) {
     Tiles persistent = t;
-    persistent.persistent = true;
+    persistent.persistent = !masked;
     return first_valid(s, {persistent, t});
   };
   if (arch == Arch::sm_90a && p.head_dim % 8 == 0) {
@@ -88,7 +91,6 @@ KernelSpec forward_spec(const ProblemKey& p, Arch arch) {
   // - d128 128x128, causal below the 4k bucket 64x64 (+7 % at N = 1024);
   // - d160..d256 two warpgroups; with a mask or softcap 32-key tiles (at 64 keys the d256
   //   wgmma tile spills 32 bytes).
-  const bool masked = p.causal || p.window;
   const bool causal_only = p.causal && !p.window;
   const bool long_causal = causal_only && seqlen_bucket(p.seqlen_q, p.seqlen_k) >= 4096;
   if (arch == Arch::sm_90a && d == 64)

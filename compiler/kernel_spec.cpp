@@ -127,9 +127,10 @@ std::vector<std::string> KernelSpec::problems() const {
     if (head_dim % 8 != 0)
       add(out, "head_dim: got {} for the warp-specialised forward, expected a multiple of 8 (TMA rows of 16 bytes)",
           head_dim);
-    if (persistent && (causal || window))
-      add(out, "persistent: set with a {} mask, expected unmasked tiles (the static scheduler balances equal "
-          "tiles only)", causal ? "causal" : "window");
+    if (persistent && (causal || window) && padded_head_dim() > 128)
+      add(out, "persistent: set with a {} at padded head_dim {}, expected unmasked tiles above 128 (the masked "
+          "walk's state beside O's 128 registers a thread spills 20-84 bytes)", causal ? "causal mask" : "window",
+          padded_head_dim());
     if (o_staged_over_v() && block_m > stages * block_n)
       add(out, "persistent: set with block_m {} > stages x block_n = {} where the O tile does not fit beside the K/V "
           "rings, expected it to fit over the V ring", block_m, stages * block_n);

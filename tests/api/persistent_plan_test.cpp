@@ -1,6 +1,7 @@
 // The persistent forward's launch (runtime/launch_plan.cpp, plan_forward): the selection picks
 // it for unmasked sm_90a tiles at d64..d128 and d256, and its plan launches min(tiles, SMs) CTAs in one
-// dimension (scheduler/persistent.cuh walks the tiles); masked tiles keep one CTA per tile.
+// dimension (scheduler/persistent.cuh walks the tiles); masked tiles keep one CTA per tile
+// unless a tuned spec asks for the persistent form (the longest-first snake), planned alike.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -58,6 +59,20 @@ TEST(PersistentPlan, OIsStagedApartWhereItFitsElseOverTheVRing) {
   KernelSpec single = select_forward_kernels(problem_key(prefill(4, 4096, 16, 128, true)), Arch::sm_90a).at(0);
   EXPECT_FALSE(single.persistent);  // causal: one tile per CTA, O staged in Q's tile
   EXPECT_FALSE(single.o_staged_over_v());
+}
+
+TEST(PersistentPlan, MaskedPersistentSpecsAreLaunchedLikeUnmaskedOnes) {
+  const Problem causal = prefill(1, 16384, 16, 128, true);  // 128 x 16 tiles of 128 rows
+  std::vector<KernelSpec> specs = select_forward_kernels(problem_key(causal), Arch::sm_90a);
+  ASSERT_FALSE(specs.at(0).persistent);
+  specs[0].persistent = true;  // as a tuned entry asks
+  ASSERT_TRUE(specs[0].problems().empty()) << specs[0].uri();
+  EXPECT_EQ(plan_forward(ForwardArgs{}, causal, specs, 1, nullptr, 132).at(0).grid,
+            (std::array<unsigned, 3>{132, 1, 1}));
+  const Problem few = prefill(1, 300, 2, 128, true);  // 3 x 2 tiles
+  specs = select_forward_kernels(problem_key(few), Arch::sm_90a);
+  specs[0].persistent = true;
+  EXPECT_EQ(plan_forward(ForwardArgs{}, few, specs, 1, nullptr, 132).at(0).grid, (std::array<unsigned, 3>{6, 1, 1}));
 }
 
 TEST(PersistentPlan, MaskedAndWideTilesKeepOneCtaPerTile) {

@@ -62,6 +62,35 @@ TEST(TuningCandidates, EveryCandidateIsLegalAndTheDefaultComesFirst) {
   }
 }
 
+// sm_90a forward keys time the heuristic's warp-specialised tiles in both schedulings, one
+// CTA per tile and persistent (unmasked, the heuristic's; masked, the longest-first snake), up
+// to d128; at d256 the masked persistent form is refused (it spills).
+TEST(TuningCandidates, TheHeuristicTilesAreTimedInBothSchedulings) {
+  for (int d : {64, 128, 256})
+    for (bool causal : {false, true})
+      for (long long bucket : {1024LL, 16384LL}) {
+        TuningKey key;
+        key.pass = TunedPass::forward;
+        key.head_dim = d;
+        key.dtype = DType::bf16;
+        key.causal = causal;
+        key.arch = Arch::sm_90a;
+        key.seqlen_bucket = bucket;
+        SCOPED_TRACE(key.name());
+        const CandidateSet set = tuning_candidates(key);
+        const KernelSpec& def = set.candidates.front().front();
+        ASSERT_EQ(def.pass, Pass::fwd);
+        ASSERT_TRUE(def.warp_specialized());
+        EXPECT_EQ(def.persistent, !causal) << "the selection's scheduling";
+        bool other = false;
+        for (const Candidate& c : set.candidates) {
+          const KernelSpec& s = c.front();
+          other |= s.block_m == def.block_m && s.block_n == def.block_n && s.persistent != def.persistent;
+        }
+        EXPECT_EQ(other, !(causal && d == 256)) << "the other scheduling of " << def.uri();
+      }
+}
+
 TEST(TuningCandidates, TheDqStrategyFollowsDeterministic) {
   for (const TuningKey& key : all_keys()) {
     if (key.pass != TunedPass::backward) continue;

@@ -443,6 +443,8 @@ extern "C" __global__ void t(const __grid_constant__ FlashAttentionParams p, int
 extern "C" __global__ void t(const __grid_constant__ FlashAttentionParams p, int* out) {
   using S = flash::StaticPersistentScheduler<128>;
   for (flash::WorkTile w = S::first(p); w.valid; w = S::next(p, w)) out[w.linear] = w.block + w.head + w.batch;
+  using Masked = flash::StaticPersistentScheduler<128, true>;
+  for (flash::WorkTile w = Masked::first(p); w.valid; w = Masked::next(p, w)) out[w.linear] += w.block;
 }
 )"},
       {"fwd/splitkv_mainloop.cuh", traits(kSplitKv) + R"(

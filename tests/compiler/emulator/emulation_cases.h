@@ -64,9 +64,11 @@ inline std::vector<EmulationCase> emulation_cases() {
       {128, 12, 200, 1, 8, 1, true, -1, -1, 0.0f, DType::bf16, false, false, 1},
       {256, 4, 150, 1, 8, 1, false, -1, -1, 30.0f, DType::f16, false, false, 1},
       // Head dims below 32 on 32-column tiles (padded_head_dim): the fp32 workspaces (dQ
-      // accumulator, split partials) are as wide as the tiles.
+      // accumulator, split partials) are as wide as the tiles. The d3 decode case has 2 x 8
+      // heads so that its dq has 96 elements: attention_rule's max-error ratio over 24 (1 x 4
+      // heads) was too small a sample and failed one seed in a few hundred by chance.
       {8, 70, 90, 2, 2, 1, true, -1, -1, 0.0f, DType::bf16, false, false},
-      {3, 2, 500, 1, 4, 2, false, -1, -1, 0.0f, DType::f16, false, false, 2},
+      {3, 2, 500, 2, 8, 2, false, -1, -1, 0.0f, DType::f16, false, false, 2},
       // Packed sequences: the prefill and backward kernels on per-sequence offsets (an empty
       // sequence, lengths that end mid-tile, cross lengths; deterministic and atomic dQ).
       {64, 150, 150, 4, 2, 1, true, -1, -1, 0.0f, DType::bf16, false, false, 1, true},

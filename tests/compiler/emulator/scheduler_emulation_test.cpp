@@ -1,14 +1,19 @@
-// The single-tile scheduler's CTA order (templates/scheduler/single_tile.cuh), run on the
-// emulator's grid builtins: with L2 sections every launch rank gets a distinct tile, each
-// section's slices go block by block (the heaviest causal tiles of all its slices first), and
-// sections follow one another; without, the grid's own order.
+// The tile schedulers (templates/scheduler/) run on the emulator's grid builtins. The
+// single-tile scheduler's CTA order: with L2 sections every launch rank gets a distinct tile,
+// each section's slices go block by block (the heaviest causal tiles of all its slices first),
+// and sections follow one another; without, the grid's own order. The persistent scheduler's
+// walks: every tile once over all CTAs; unmasked the grid's order in strides, masked the
+// single-tile grid's longest-first order in snake rounds, which balance causal work.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <numeric>
 #include <set>
 #include <tuple>
 #include <vector>
 
 #include "sm80_emulator.h"
+#include "scheduler/persistent.cuh"
 #include "scheduler/section_grid.cuh"
 #include "scheduler/single_tile.cuh"
 
@@ -133,3 +138,104 @@ TEST(SectionGridScheduler, EveryTileOnceBlockByBlockWithinSections) {
           EXPECT_EQ(invalid, static_cast<int>(sections * section - slices) * blocks);
         }
 }
+
+namespace {
+
+// The persistent scheduler's walk of CTA `cta` of `ctas`: its tiles in order.
+template <bool kLongestFirst>
+std::vector<flash::WorkTile> persistent_walk(const FlashAttentionParams& p, unsigned ctas, unsigned cta) {
+  using S = flash::StaticPersistentScheduler<64, kLongestFirst>;
+  gridDim = {ctas, 1, 1};
+  blockIdx = {cta, 0, 0};
+  std::vector<flash::WorkTile> out;
+  for (flash::WorkTile w = S::first(p); w.valid; w = S::next(p, w)) {
+    out.push_back(w);
+    if (out.size() > 100000) break;  // a walk that never ends fails below
+  }
+  return out;
+}
+
+FlashAttentionParams grid_params(int seqlen_q, int heads, int batch, int section) {
+  FlashAttentionParams p{};
+  p.seqlen_q = seqlen_q;
+  p.heads_q = heads;
+  p.batch = batch;
+  p.tile_section = section;
+  return p;
+}
+
+TEST(StaticPersistentScheduler, UnmaskedCtasStrideOverTheGridOrder) {
+  const FlashAttentionParams p = grid_params(300, 3, 2, 1);  // 5 blocks of 64 x 6 slices = 30 tiles
+  for (unsigned ctas : {1u, 7u, 30u, 41u})
+    for (unsigned cta = 0; cta < ctas; ++cta) {
+      const std::vector<flash::WorkTile> walk = persistent_walk<false>(p, ctas, cta);
+      for (size_t k = 0; k < walk.size(); ++k) {
+        const int rank = static_cast<int>(cta + k * ctas);
+        EXPECT_EQ(walk[k].block, rank % 5);
+        EXPECT_EQ(walk[k].head, rank / 5 % 3);
+        EXPECT_EQ(walk[k].batch, rank / 15);
+      }
+      EXPECT_EQ(walk.size(), cta < 30 ? (30 - cta + ctas - 1) / ctas : 0u) << ctas << " CTAs, CTA " << cta;
+    }
+}
+
+// The longest-first order over all slices: rank r is block blocks - 1 - r / slices of slice
+// r % slices (slice = head + heads * batch).
+TEST(StaticPersistentScheduler, MaskedTakesEveryTileOnceInSnakeRoundsLongestFirst) {
+  for (int seqlen : {64, 200, 1000})
+    for (int heads : {1, 3})
+      for (int batch : {1, 2})
+        for (int section : {0, 4})  // the single-tile grid's sections: not read
+          for (unsigned ctas : {1u, 5u, 16u, 132u}) {
+            SCOPED_TRACE(testing::Message() << "seqlen " << seqlen << ", " << heads << " heads, " << batch
+                                            << " batches, section " << section << ", " << ctas << " CTAs");
+            const FlashAttentionParams p = grid_params(seqlen, heads, batch, section);
+            const int blocks = (seqlen + 63) / 64, slices = heads * batch;
+            std::set<std::tuple<int, int, int>> seen;
+            for (unsigned cta = 0; cta < ctas; ++cta) {
+              const std::vector<flash::WorkTile> walk = persistent_walk<true>(p, ctas, cta);
+              for (size_t k = 0; k < walk.size(); ++k) {
+                const int rank = static_cast<int>(k * ctas + (k % 2 ? ctas - 1 - cta : cta));
+                ASSERT_LT(rank, blocks * slices);
+                EXPECT_EQ(walk[k].block, blocks - 1 - rank / slices) << "CTA " << cta << ", round " << k;
+                EXPECT_EQ(walk[k].head + heads * walk[k].batch, rank % slices) << "CTA " << cta << ", round " << k;
+                seen.insert({walk[k].block, walk[k].head, walk[k].batch});
+              }
+            }
+            EXPECT_EQ(seen.size(), static_cast<size_t>(blocks * slices)) << "a tile missed or taken twice";
+          }
+}
+
+// Under a causal mask (seqlen_q == seqlen_k) query block b costs b + 1 key blocks. The snake
+// keeps every CTA within one round's spread of the mean, where CTAs striding over the same
+// order would take the heaviest tile of every round in turn (CTA 0 each time).
+TEST(StaticPersistentScheduler, SnakeRoundsBalanceCausalWork) {
+  struct Shape {
+    int seqlen, heads, batch;
+    double most;  // the busiest CTA's work over the mean, at most
+  };
+  // d128 at 16k (128 query blocks of 16 heads: here 64-row blocks of 8k, the same counts), at
+  // 4k (32 blocks, 16 heads, 4 batches), and one head of 1k (16 tiles on 16 CTAs, as balanced as
+  // whole tiles allow). Snake 1.002 and 1.000 of the mean; strides 1.063 and 1.063.
+  for (const Shape& s : {Shape{8192, 16, 1, 1.005}, Shape{2048, 16, 4, 1.005}, Shape{1024, 1, 1, 16.0 / 8.5}}) {
+    SCOPED_TRACE(testing::Message() << "seqlen " << s.seqlen << ", " << s.heads << " heads, " << s.batch << " batches");
+    const FlashAttentionParams p = grid_params(s.seqlen, s.heads, s.batch, 0);
+    const int blocks = s.seqlen / 64, slices = s.heads * s.batch;
+    const unsigned ctas = static_cast<unsigned>(std::min(132, blocks * slices));  // as the launch plan
+    std::vector<long long> snake(ctas), stride(ctas);
+    for (unsigned cta = 0; cta < ctas; ++cta) {
+      for (const flash::WorkTile& w : persistent_walk<true>(p, ctas, cta)) snake[cta] += w.block + 1;
+      for (int r = static_cast<int>(cta); r < blocks * slices; r += static_cast<int>(ctas))
+        stride[cta] += blocks - r / slices;
+    }
+    const double total = std::accumulate(snake.begin(), snake.end(), 0.0);
+    EXPECT_EQ(total, slices * blocks * (blocks + 1) / 2.0);
+    const double mean = total / ctas;
+    const double snake_max = *std::max_element(snake.begin(), snake.end());
+    const double stride_max = *std::max_element(stride.begin(), stride.end());
+    EXPECT_LE(snake_max / mean, s.most) << "stride: " << stride_max / mean;
+    EXPECT_LE(snake_max, stride_max);
+  }
+}
+
+}  // namespace

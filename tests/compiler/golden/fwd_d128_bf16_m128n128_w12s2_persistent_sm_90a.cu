@@ -31,7 +31,7 @@ struct Spec {
 };
 
 using Traits = flash::KernelTraits<Spec>;
-using Kernel = flash::FwdKernelSm90<Traits, flash::StaticPersistentScheduler<Traits::kBlockM>, flash::FwdMainloopSm90<Traits>, flash::FwdEpilogueSm90<Traits>>;
+using Kernel = flash::FwdKernelSm90<Traits, flash::StaticPersistentScheduler<Traits::kBlockM, Traits::kLocal>, flash::FwdMainloopSm90<Traits>, flash::FwdEpilogueSm90<Traits>>;
 static_assert(Kernel::kSharedBytes == 196688, "the kernel's shared-memory layout must be the 196688 bytes of KernelSpec::shared_memory_bytes()");
 
 }  // namespace
