@@ -482,7 +482,9 @@ std::vector<Case> small_head_dims() {
   d.deterministic = true;
   Case e = make_case(31, 1000, 1000, 1, 2, 2, DType::bf16);
   Case f = make_case(16, 1, 2000, 3, 8, 2, DType::bf16);  // decode, split keys
-  Case g = make_case(3, 5, 900, 1, 4, 1, DType::f16);      // decode, element-wise
+  // decode, element-wise; 2 x 8 heads so that dq has 240 elements, a sample the max-error rule
+  // can lean on (the emulator's d3 case failed one seed in a few hundred with 24)
+  Case g = make_case(3, 5, 900, 2, 8, 2, DType::f16);
   g.causal = true;
   return {a, b, c, d, e, f, g};
 }
