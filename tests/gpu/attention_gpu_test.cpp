@@ -718,24 +718,37 @@ TEST_F(GpuTest, DecodeSplitsMatchTheOracleAndAreBitwiseStable) {
 }
 
 // The persistent warp-specialised forward (KernelSpec::persistent, selected for unmasked
-// tiles) walking many tiles per CTA: planned for 1, 7 and 132 SMs its o and lse are bitwise
-// those of the same tiles run one per CTA (the same products in the same order), which are
-// within the rule against the oracle. d128 (two consumers, ping-pong) and d64 (three), GQA,
-// row counts that end mid-tile; padded strides (Problem3).
+// tiles; under a mask the longest-first snake of scheduler/persistent.cuh, forced here where
+// the selection keeps one tile per CTA) walking many tiles per CTA: planned for 1, 7 and 132
+// SMs its o and lse are bitwise those of the same tiles run one per CTA (the same products in
+// the same order), which are within the rule against the oracle. d128 (two consumers,
+// ping-pong) and d64 (three), GQA, row counts that end mid-tile, padded strides (Problem3);
+// causal with more queries than keys (its first query tiles see no key: o = 0, lse = -inf)
+// and a window.
 TEST_F(GpuTest, PersistentForwardMatchesOneTilePerCtaBitwise) {
   if (device_arch(0) != Arch::sm_90a) GTEST_SKIP() << "the persistent forward is an sm_90a kernel";
   const unsigned seed = std::random_device{}();
   SCOPED_TRACE(fmt::format("seed {}", seed));
   std::mt19937 rng(seed);
-  for (const Case& c : {make_case(128, 1000, 777, 3, 4, 2), make_case(64, 700, 1500, 2, 6, 3, DType::f16)}) {
-    SCOPED_TRACE(fmt::format("d{} q{} k{}", c.head_dim, c.seqlen_q, c.seqlen_k));
+  Case causal = make_case(128, 1000, 777, 3, 4, 2);
+  causal.causal = true;
+  Case window = make_case(64, 700, 1500, 2, 6, 3, DType::f16);
+  window.window_left = 300;
+  window.window_right = 40;
+  for (const Case& c : {make_case(128, 1000, 777, 3, 4, 2), make_case(64, 700, 1500, 2, 6, 3, DType::f16), causal,
+                        window}) {
+    SCOPED_TRACE(fmt::format("d{} q{} k{}{}{}", c.head_dim, c.seqlen_q, c.seqlen_k, c.causal ? " causal" : "",
+                             c.window_left >= 0 ? " window" : ""));
     Problem3 pr(c);
     const Inputs in = random_inputs(c, rng);
     upload(pr, in);
     const ForwardArgs fa = pr.forward_args();
     const Problem p = validate_forward(fa);
-    const std::vector<KernelSpec> persistent = forward_specs(p, Arch::sm_90a);
+    std::vector<KernelSpec> persistent = forward_specs(p, Arch::sm_90a);
+    const bool masked = c.causal || c.window_left >= 0;
+    if (masked) persistent.at(0).persistent = true;
     ASSERT_TRUE(persistent.at(0).persistent) << persistent.at(0).uri();
+    ASSERT_TRUE(persistent.at(0).problems().empty()) << persistent.at(0).uri();
     std::vector<KernelSpec> single = persistent;
     single.at(0).persistent = false;
     KernelCache cache;
