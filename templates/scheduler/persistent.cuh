@@ -29,33 +29,35 @@ namespace flash {
 
 template <int kBlockM, bool kLongestFirst = false>
 struct StaticPersistentScheduler {
-  static __device__ __forceinline__ WorkTile first(const FlashAttentionParams& p) { return at(p, 0); }
+  static __device__ __forceinline__ WorkTile first(const FlashAttentionParams& p) {
+    if constexpr (kLongestFirst) return longest_first(p, 0);
+    return in_order(p, static_cast<int>(blockIdx.x));
+  }
   static __device__ __forceinline__ WorkTile next(const FlashAttentionParams& p, const WorkTile& t) {
-    return at(p, t.linear + 1);
+    if constexpr (kLongestFirst) return longest_first(p, t.linear + 1);
+    return in_order(p, t.linear + static_cast<int>(gridDim.x));
   }
 
  private:
-  // The CTA's tile of round `round` (WorkTile::linear).
-  static __device__ __forceinline__ WorkTile at(const FlashAttentionParams& p, int round) {
+  // Unmasked: the tile of rank `linear` (WorkTile::linear) in the grid's order.
+  static __device__ __forceinline__ WorkTile in_order(const FlashAttentionParams& p, int linear) {
+    const int m_blocks = (p.seqlen_q + kBlockM - 1) / kBlockM;
+    if (linear >= m_blocks * p.heads_q * p.batch) return {0, 0, 0, false, linear};
+    const int rest = linear / m_blocks;
+    return {linear - rest * m_blocks, rest % p.heads_q, rest / p.heads_q, true, linear};
+  }
+
+  // Masked: the CTA's tile of round `round` (WorkTile::linear) of the longest-first walk.
+  static __device__ __forceinline__ WorkTile longest_first(const FlashAttentionParams& p, int round) {
     const unsigned ctas = gridDim.x, cta = blockIdx.x;
     const unsigned blocks = static_cast<unsigned>((p.seqlen_q + kBlockM - 1) / kBlockM);
     const unsigned heads = static_cast<unsigned>(p.heads_q);
     const unsigned slices = heads * static_cast<unsigned>(p.batch);
-    const unsigned in_round = kLongestFirst && (round & 1) ? ctas - 1 - cta : cta;
-    const unsigned rank = static_cast<unsigned>(round) * ctas + in_round;
+    const unsigned rank = static_cast<unsigned>(round) * ctas + (round & 1 ? ctas - 1 - cta : cta);
     if (rank >= blocks * slices) return {0, 0, 0, false, round};
-    WorkTile w;
-    if constexpr (kLongestFirst) {
-      const unsigned slice = rank % slices;
-      w = {static_cast<int>(blocks - 1 - rank / slices), static_cast<int>(slice % heads), static_cast<int>(slice / heads),
-           true};
-    } else {
-      const unsigned slice = rank / blocks;
-      w = {static_cast<int>(rank - slice * blocks), static_cast<int>(slice % heads), static_cast<int>(slice / heads),
-           true};
-    }
-    w.linear = round;
-    return w;
+    const unsigned slice = rank % slices;
+    return {static_cast<int>(blocks - 1 - rank / slices), static_cast<int>(slice % heads),
+            static_cast<int>(slice / heads), true, round};
   }
 };
 
