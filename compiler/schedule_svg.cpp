@@ -185,6 +185,12 @@ PanelText panel_text(const PassSchedule& s, const ScheduleShape& shape) {
     case Pass::fwd:
       t.about = {"one CTA per Q tile, heaviest first (#1 starts first);",
                  "it loops → over the K/V tiles its queries see", tiles};
+      if (k.persistent)
+        t.about = {fmt::format("persistent: {} CTAs walk the tiles of {} (head, batch) slice{} in rounds,",
+                               s.persistent_ctas, shape.slices, shape.slices == 1 ? "" : "s"),
+                   k.causal || k.window ? "longest first, odd rounds from the far end (#k: the CTA);"
+                                        : "in order (#k: the CTA);",
+                   "each loops → over the K/V tiles its queries see", tiles};
       t.notes = {tile_counts(s), "m, l stay in registers across the loop;",
                  "lse = m + log l is written once per Q tile, at the end"};
       break;
@@ -331,9 +337,12 @@ void draw_tiles(Svg& svg, const PassSchedule& s, const Grid& g) {
       const int n0 = v.k_tile * k.block_n, n1 = std::min(n0 + k.block_n, g.seqlen_k);
       const double x = g.x(n0), y = g.y(m0), w = g.x(n1) - x, h = g.y(m1) - y;
       const TileState state = s.state(v.q_tile, v.k_tile);
+      const std::string walk =
+          k.persistent ? fmt::format(" (tile {} of its walk)", cta.round + 1) : std::string();
       svg.rect(x, y, w, h, tile_attrs(s, state, v.q_tile, v.k_tile, t, cta.block_x + 1, i + 1),
-               fmt::format("Q tile {} (queries {}) × K/V tile {} (keys {}): CTA #{}, iteration {} of {}; {}", v.q_tile,
-                           span(m0, m1), v.k_tile, span(n0, n1), cta.block_x + 1, i + 1, per_head, mask_cause(v)));
+               fmt::format("Q tile {} (queries {}) × K/V tile {} (keys {}): CTA #{}{}, iteration {} of {}; {}",
+                           v.q_tile, span(m0, m1), v.k_tile, span(n0, n1), cta.block_x + 1, walk, i + 1, per_head,
+                           mask_cause(v)));
       tile_number(svg, x, y, w, h, i + 1, t);
       drawn[static_cast<size_t>(v.q_tile) * s.k_tiles + v.k_tile] = true;
     }

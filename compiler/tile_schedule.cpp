@@ -87,14 +87,41 @@ TileVisit visit(const HostVisibility& vis, const KernelSpec& spec, int q_tile, i
   return v;
 }
 
+// The persistent forward's CTA for Q tile `block` of the first slice (templates/scheduler/
+// persistent.cuh): min(ctas, tiles) CTAs take the tiles of every slice in rounds; unmasked in
+// the grid's order (rank block + slice x blocks), CTA rank % CTAs; masked longest first over
+// every slice (rank (blocks - 1 - block) x slices + slice), and odd rounds from the far end.
+struct PersistentSeat {
+  int cta, round;
+};
+PersistentSeat persistent_seat(const KernelSpec& spec, const ScheduleShape& shape, int blocks, long long ctas,
+                               int block) {
+  const bool masked = spec.causal || spec.window;
+  const long long rank = masked ? static_cast<long long>(blocks - 1 - block) * shape.slices : block;
+  const long long round = rank / ctas, in_round = rank % ctas;
+  return {static_cast<int>(masked && round % 2 ? ctas - 1 - in_round : in_round), static_cast<int>(round)};
+}
+
 // fwd_kernel and bwd_dq_kernel: CTA blockIdx.x owns Q tile gridDim.x - 1 - blockIdx.x
-// (heavier tiles under a causal mask first) and loops over the K/V tiles its rows see.
-void schedule_query_tiles(PassSchedule& s, const HostVisibility& vis) {
+// (heavier tiles under a causal mask first) and loops over the K/V tiles its rows see; the
+// persistent forward: each tile with its CTA and round (persistent_seat), in walk order.
+void schedule_query_tiles(PassSchedule& s, const HostVisibility& vis, const ScheduleShape& shape) {
   const KernelSpec& spec = s.spec;
+  const bool persistent = spec.pass == Pass::fwd && spec.persistent;
+  const bool forward_walk = persistent && !spec.causal && !spec.window;  // the unmasked walk: block 0 first
+  if (persistent) {
+    const long long tiles = static_cast<long long>(s.q_tiles) * shape.slices;
+    s.persistent_ctas = shape.ctas > 0 ? std::min<long long>(shape.ctas, tiles) : tiles;
+  }
   for (int x = 0; x < s.q_tiles; ++x) {
     CtaWork cta;
     cta.block_x = x;
-    cta.tile = s.q_tiles - 1 - x;
+    cta.tile = forward_walk ? x : s.q_tiles - 1 - x;
+    if (persistent) {
+      const PersistentSeat seat = persistent_seat(spec, shape, s.q_tiles, s.persistent_ctas, cta.tile);
+      cta.block_x = seat.cta;
+      cta.round = seat.round;
+    }
     cta.row_begin = cta.tile * spec.block_m;
     cta.row_end = std::min(cta.row_begin + spec.block_m, vis.seqlen_q);
     int key_lo, key_hi, n_begin, n_end;
@@ -184,6 +211,8 @@ void ScheduleShape::validate() const {
   check(window_left >= -1, "window_left", window_left, "-1 (unbounded) or >= 0");
   check(window_right >= -1, "window_right", window_right, "-1 (unbounded) or >= 0");
   check(group >= 1, "group", group, ">= 1 (query heads per K/V head)");
+  check(slices >= 1, "slices", slices, ">= 1 ((batch, head) slices of the launch)");
+  check(ctas >= 0, "ctas", ctas, ">= 0 (the persistent launch's CTAs; 0: one per tile)");
 }
 
 int PassSchedule::count(TileState s) const { return static_cast<int>(std::count(states.begin(), states.end(), s)); }
@@ -208,7 +237,7 @@ PassSchedule schedule_pass(const KernelSpec& spec, const ScheduleShape& shape) {
   switch (spec.pass) {
     case Pass::fwd:
     case Pass::bwd_dq:
-      schedule_query_tiles(s, vis);
+      schedule_query_tiles(s, vis, shape);
       break;
     case Pass::bwd_dkdv:
       schedule_key_tiles(s, vis, shape.group);

@@ -24,6 +24,11 @@ struct ScheduleShape {
   int window_left = -1;
   int window_right = -1;
   int group = 1;  // query heads per K/V head (GQA): each bwd_dkdv CTA loops over them; fwd_splitkv packs them
+  // The persistent forward (KernelSpec::persistent) walks the tiles of every (batch, head) slice
+  // of the launch on its CTAs: the launch's slices and CTAs (one per SM; 0: one per tile), of
+  // which the schedule draws the first slice.
+  int slices = 1;
+  int ctas = 0;
 
   // Throws Error(invalid_argument) naming the field when a value is out of range.
   void validate() const;
@@ -47,8 +52,11 @@ struct TileVisit {
 };
 
 // One CTA of one (batch, head): what it owns and the tiles it visits, in loop order.
+// (Persistent forward: one entry per tile of the first slice, in its walk's order; block_x is
+// the CTA that takes the tile and `round` the tile's place in that CTA's walk.)
 struct CtaWork {
   int block_x = 0;                 // blockIdx.x: CTAs of one (batch, head) start in this order
+  int round = 0;                   // persistent: the CTA's tiles before this one, over every slice
   int tile = 0;                    // the tile it owns: Q tile (fwd, bwd_dq), K/V tile (bwd_dkdv), row block (others)
   int row_begin = 0, row_end = 0;  // the rows (queries, or keys for bwd_dkdv) of that tile, clipped
   std::vector<TileVisit> visits;   // empty for bwd_preprocess and bwd_dq_convert
@@ -58,7 +66,8 @@ struct PassSchedule {
   KernelSpec spec;
   int q_tiles = 0;                // of block_m queries (fwd_splitkv: packed rows, seqlen_q x group)
   int k_tiles = 0;                // of block_n keys
-  std::vector<CtaWork> ctas;      // by blockIdx.x
+  std::vector<CtaWork> ctas;      // by blockIdx.x (persistent: by tile, in walk order)
+  long long persistent_ctas = 0;  // the persistent forward's CTAs over every slice; 0 otherwise
   std::vector<TileState> states;  // q_tiles x k_tiles, row-major; head 0 of the group
 
   bool has_tile_loop() const {

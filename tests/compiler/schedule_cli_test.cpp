@@ -123,6 +123,7 @@ TEST_F(ScheduleCli, FailsClearlyOnBadOptions) {
   expect_rejected("--emit schedule --seqlen-q=-5", {"--seqlen-q", "-5", ">= 1"});
   expect_rejected("--emit schedule --seqlen-q 100 --seqlen-k 0", {"--seqlen-k", "got 0"});
   expect_rejected("--emit schedule --seqlen-q 100 --heads-q 6 --heads-kv 4", {"--heads-kv", "divisor"});
+  expect_rejected("--emit schedule --seqlen-q 100 --sms 0", {"--sms", "got 0", ">= 1"});
   expect_rejected("--emit schedule --seqlen-q 100 --window 5", {"--window", "'5'"});
   expect_rejected(fmt::format("--emit schedule,source --seqlen-q 100 --out '{}/x.svg'", dir_.string()),
                   {"--out", ".svg"});

@@ -144,6 +144,38 @@ TEST(ScheduleSvg, DrawsTheDecodeSchedule) {
   expect_svg_matches(schedule_svg(passes, shape), passes);
 }
 
+// The persistent forward on 132 CTAs over 16 heads: the panel says so, and each tile of the
+// first head names its CTA and its place in that CTA's walk (the snake under a causal mask:
+// head 0's 16 tiles are ranks 0, 16, ..., 240: CTAs #1, #17, ..., #129, then from the far end).
+TEST(ScheduleSvg, DrawsThePersistentWalk) {
+  KernelSpec spec;
+  spec.pass = Pass::fwd;
+  spec.head_dim = 128;
+  spec.block_m = spec.block_n = 128;
+  spec.warps = 12;
+  spec.arch = Arch::sm_90a;
+  spec.causal = true;
+  spec.persistent = true;
+  ScheduleShape shape;
+  shape.seqlen_q = shape.seqlen_k = 2048;
+  shape.window_right = 0;
+  shape.slices = 16;
+  shape.ctas = 132;
+  const std::vector<PassSchedule> passes{schedule_pass(spec, shape)};
+  const std::string svg = schedule_svg(passes, shape);
+  expect_svg_matches(svg, passes);
+  EXPECT_NE(svg.find("persistent: 132 CTAs walk the tiles of 16 (head, batch) slices in rounds,"), std::string::npos);
+  const PassSchedule& s = passes[0];
+  ASSERT_EQ(s.ctas.size(), 16u);
+  EXPECT_EQ(s.ctas[0].tile, 15);  // longest first
+  EXPECT_EQ(s.ctas[0].block_x, 0);
+  EXPECT_EQ(s.ctas[8].block_x, 128);  // rank 128, round 0
+  EXPECT_EQ(s.ctas[8].round, 0);
+  EXPECT_EQ(s.ctas[9].block_x, 131 - 12);  // rank 144: round 1, 12 into it, from the far end
+  EXPECT_EQ(s.ctas[9].round, 1);
+  EXPECT_NE(svg.find("CTA #120 (tile 2 of its walk), iteration 1 of "), std::string::npos);
+}
+
 TEST(ScheduleSvg, DrawsTheMaskEdgesOfTheSpec) {
   ProblemKey key;
   key.causal = true;

@@ -81,6 +81,7 @@ struct DumpOptions {
   // --emit schedule: the problem the tiles cover.
   std::optional<int> seqlen_q, seqlen_k;
   int heads_q = 1, heads_kv = 1;
+  int sms = 132;  // a persistent kernel's CTAs (one per SM): the H100/H200 SXM's
 
   // Every kernel of the variant: --pass all (the schedule also when --pass is not given).
   bool pass_all(bool schedule = false) const {
@@ -263,6 +264,9 @@ ScheduleShape schedule_shape(const DumpOptions& o) {
                                                       o.heads_kv, o.heads_q));
   std::tie(shape.window_left, shape.window_right) = parse_window(o.spec.value("window"));
   shape.group = o.heads_q / o.heads_kv;
+  at_least_one("--sms", o.sms, "the number of SMs");
+  shape.slices = o.heads_q;  // one batch
+  shape.ctas = o.sms;
   return shape;
 }
 
@@ -371,6 +375,10 @@ void register_dump(CLI::App& app) {
   cmd->add_option("--heads-q", options->heads_q, "--emit schedule: query heads (with --heads-kv: the GQA group)")
       ->capture_default_str();
   cmd->add_option("--heads-kv", options->heads_kv, "--emit schedule: K/V heads")->capture_default_str();
+  cmd->add_option("--sms", options->sms,
+                  "--emit schedule: the SMs a persistent kernel's CTAs fill, one each (they walk the tiles of "
+                  "every query head; the schedule draws head 1's)")
+      ->capture_default_str();
   cmd->add_option("file", options->mlir_file,
                   "an MLIR file (.mlir): compile the kernels of its flash ops into --out (through flashgen-opt)")
       ->check(CLI::ExistingFile);

@@ -12,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "compiler/tile_schedule.h"
 #include "sm80_emulator.h"
 #include "scheduler/persistent.cuh"
 #include "scheduler/section_grid.cuh"
@@ -141,18 +142,22 @@ TEST(SectionGridScheduler, EveryTileOnceBlockByBlockWithinSections) {
 
 namespace {
 
-// The persistent scheduler's walk of CTA `cta` of `ctas`: its tiles in order.
+// The walk of the CTA the grid builtins name, of StaticPersistentScheduler<kBlockM, kLongestFirst>
+// (a walk that never ends stops past 100,000 tiles and fails the caller's checks).
+template <int kBlockM, bool kLongestFirst>
+std::vector<flash::WorkTile> persistent_walk_of(const FlashAttentionParams& p) {
+  using S = flash::StaticPersistentScheduler<kBlockM, kLongestFirst>;
+  std::vector<flash::WorkTile> out;
+  for (flash::WorkTile w = S::first(p); w.valid && out.size() <= 100000; w = S::next(p, w)) out.push_back(w);
+  return out;
+}
+
+// The walk of CTA `cta` of `ctas` on 64-row tiles.
 template <bool kLongestFirst>
 std::vector<flash::WorkTile> persistent_walk(const FlashAttentionParams& p, unsigned ctas, unsigned cta) {
-  using S = flash::StaticPersistentScheduler<64, kLongestFirst>;
   gridDim = {ctas, 1, 1};
   blockIdx = {cta, 0, 0};
-  std::vector<flash::WorkTile> out;
-  for (flash::WorkTile w = S::first(p); w.valid; w = S::next(p, w)) {
-    out.push_back(w);
-    if (out.size() > 100000) break;  // a walk that never ends fails below
-  }
-  return out;
+  return persistent_walk_of<64, kLongestFirst>(p);
 }
 
 FlashAttentionParams grid_params(int seqlen_q, int heads, int batch, int section) {
@@ -236,6 +241,56 @@ TEST(StaticPersistentScheduler, SnakeRoundsBalanceCausalWork) {
     EXPECT_LE(snake_max / mean, s.most) << "stride: " << stride_max / mean;
     EXPECT_LE(snake_max, stride_max);
   }
+}
+
+// `flashgen dump --emit schedule` draws the persistent walk from its host mirror
+// (compiler/tile_schedule.cpp, persistent_seat): for the first slice's tiles, the CTA and the
+// round it names are the ones the kernel's scheduler takes, unmasked and masked, on launches
+// of fewer CTAs than tiles and of more.
+TEST(StaticPersistentScheduler, TheDumpDrawsTheWalkTheKernelTakes) {
+  struct Shape {
+    int seqlen, heads;
+    unsigned sms;
+  };
+  for (bool masked : {false, true})
+    for (const Shape& sh : {Shape{1000, 3, 5}, Shape{2048, 16, 132}, Shape{300, 1, 132}, Shape{4096, 2, 7}}) {
+      SCOPED_TRACE(testing::Message() << (masked ? "causal" : "unmasked") << ", seqlen " << sh.seqlen << ", "
+                                      << sh.heads << " heads, " << sh.sms << " SMs");
+      flashgen::KernelSpec spec;
+      spec.pass = flashgen::Pass::fwd;
+      spec.head_dim = 128;
+      spec.block_m = 128;
+      spec.block_n = 128;
+      spec.warps = 12;
+      spec.arch = flashgen::Arch::sm_90a;
+      spec.persistent = true;
+      spec.causal = masked;
+      flashgen::ScheduleShape shape;
+      shape.seqlen_q = shape.seqlen_k = sh.seqlen;
+      shape.window_right = masked ? 0 : -1;
+      shape.slices = sh.heads;
+      shape.ctas = static_cast<int>(sh.sms);
+      const flashgen::PassSchedule drawn = flashgen::schedule_pass(spec, shape);
+      ASSERT_EQ(drawn.ctas.size(), static_cast<size_t>(drawn.q_tiles));
+
+      const FlashAttentionParams p = grid_params(sh.seqlen, sh.heads, 1, 0);
+      const unsigned tiles = static_cast<unsigned>(drawn.q_tiles * sh.heads);
+      const unsigned ctas = std::min(sh.sms, tiles);  // as the launch plan
+      EXPECT_EQ(drawn.persistent_ctas, ctas);
+      std::vector<std::pair<int, int>> seat(drawn.q_tiles, {-1, -1});  // head 0's block -> (CTA, round)
+      for (unsigned cta = 0; cta < ctas; ++cta) {
+        gridDim = {ctas, 1, 1};
+        blockIdx = {cta, 0, 0};
+        using Walk = std::vector<flash::WorkTile>;
+        const Walk walk = masked ? Walk(persistent_walk_of<128, true>(p)) : Walk(persistent_walk_of<128, false>(p));
+        for (size_t k = 0; k < walk.size(); ++k)
+          if (walk[k].head == 0 && walk[k].batch == 0) seat[walk[k].block] = {static_cast<int>(cta), static_cast<int>(k)};
+      }
+      for (const flashgen::CtaWork& w : drawn.ctas) {
+        EXPECT_EQ(w.block_x, seat[w.tile].first) << "Q tile " << w.tile;
+        EXPECT_EQ(w.round, seat[w.tile].second) << "Q tile " << w.tile;
+      }
+    }
 }
 
 }  // namespace
