@@ -11,6 +11,7 @@
 
 #include "flashgen/flashgen.h"
 #include "flashgen/flashgen.hpp"
+#include "tests/test_seed.h"
 
 namespace flashgen::test {
 
@@ -52,7 +53,7 @@ class CallFactory {
 // A fresh random seed per test, printed when the test fails.
 struct RandomSource {
   ~RandomSource();
-  const std::uint64_t seed = std::random_device{}();
+  const std::uint64_t seed = flashgen::test::test_seed();
   std::mt19937_64 rng{seed};
 };
 

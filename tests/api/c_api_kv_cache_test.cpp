@@ -16,6 +16,7 @@
 #include "c_api_support.h"
 #include "flashgen/flashgen.h"
 #include "tests/cpu/kv_cache_reference.h"
+#include "tests/test_seed.h"
 
 namespace flashgen::test {
 namespace {
@@ -33,7 +34,7 @@ std::unique_ptr<T[]> exact_copy(const std::vector<T>& v) {
 using CApiKvCache = CApiRuntimeTest;
 
 TEST_F(CApiKvCache, RandomPagedCachesMatchTheOracleAndBadIndicesAreRefused) {
-  const unsigned seed = std::random_device{}();
+  const unsigned seed = flashgen::test::test_seed();
   SCOPED_TRACE(::testing::Message() << "seed " << seed);
   std::mt19937 rng(seed);
   const auto uniform = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "tools/flashgen/bench_report.h"
+#include "tests/test_seed.h"
 
 namespace flashgen::cli {
 namespace {
@@ -46,7 +47,7 @@ Sample make_sample(std::mt19937& rng) {
 }
 
 TEST(BenchReport, JsonHasEveryResult) {
-  const unsigned seed = std::random_device{}();
+  const unsigned seed = flashgen::test::test_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937 rng(seed);
   const Sample s = make_sample(rng);
@@ -76,7 +77,7 @@ TEST(BenchReport, JsonHasEveryResult) {
 }
 
 TEST(BenchReport, CsvHasAHeaderAndOneRowPerResult) {
-  const unsigned seed = std::random_device{}();
+  const unsigned seed = flashgen::test::test_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937 rng(seed);
   const Sample s = make_sample(rng);

@@ -15,6 +15,7 @@
 #include "compiler/kernel_selection.h"
 #include "compiler/tile_schedule.h"
 #include "svg_rects.h"
+#include "tests/test_seed.h"
 
 namespace flashgen {
 namespace {
@@ -64,7 +65,7 @@ class ScheduleCli : public ::testing::Test {
 };
 
 TEST_F(ScheduleCli, WritesTheScheduleOfTheSelectedKernels) {
-  const unsigned seed = std::random_device{}();
+  const unsigned seed = flashgen::test::test_seed();
   SCOPED_TRACE(::testing::Message() << "seed " << seed);
   std::mt19937 rng(seed);
   ScheduleShape shape;

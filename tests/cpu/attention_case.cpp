@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "runtime/cpu/dtype_convert.h"
+#include "tests/test_seed.h"
 
 namespace flashgen::test {
 namespace {
@@ -301,9 +302,6 @@ void run_backward(Backend backend, const Case& c, const Tensors& t) {
     cpu::tiled_backward(args, make_problem(c), c.threads, c.tiles);
 }
 
-std::uint64_t fresh_seed() {
-  std::random_device device;
-  return (static_cast<std::uint64_t>(device()) << 32) ^ device();
-}
+std::uint64_t fresh_seed() { return test_seed(); }
 
 }  // namespace flashgen::test

@@ -95,7 +95,7 @@ inline void PrintTo(Backend backend, std::ostream* os) { *os << to_string(backen
 void run_forward(Backend backend, const Case& c, const Tensors& t);
 void run_backward(Backend backend, const Case& c, const Tensors& t);
 
-// A seed drawn fresh per test (std::random_device).
+// A seed drawn fresh per test (tests/test_seed.h: FLASHGEN_TEST_SEED replays one).
 std::uint64_t fresh_seed();
 
 }  // namespace flashgen::test

@@ -9,6 +9,7 @@
 
 #include "runtime/nvrtc_compiler.h"
 #include "runtime/nvrtc_library.h"
+#include "tests/test_seed.h"
 
 namespace flashgen {
 namespace {
@@ -29,7 +30,7 @@ std::string shared_kernel(const std::string& name, int floats) {
 }
 
 int random_floats(unsigned& seed) {
-  seed = std::random_device{}();
+  seed = flashgen::test::test_seed();
   std::mt19937 generator(seed);
   return std::uniform_int_distribution<int>(1, 4096)(generator);
 }
