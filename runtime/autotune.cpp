@@ -29,6 +29,13 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// The median of a candidate's round times (the upper one of an even count).
+double median(std::vector<double> v) {
+  if (v.empty()) return kInf;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
 // The first line of an error: NVRTC errors carry the whole compile log.
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
@@ -155,6 +162,7 @@ AutotunePolicy effective_autotune_policy(AutotunePolicy option) {
 
 std::vector<TuneResult> autotune(TuningDb& db, std::span<const TuningKey> keys, bool retune, const TunerOptions& o) {
   if (!o.timer) throw Error(Status::internal, "autotune: TunerOptions::timer is empty");
+  if (o.rounds < 1) throw Error(Status::invalid_argument, fmt::format("autotune: rounds is {}, expected >= 1", o.rounds));
   const Clock::time_point start = Clock::now();
   std::vector<TuningKey> distinct;
   for (const TuningKey& key : keys)
@@ -184,7 +192,7 @@ std::vector<TuneResult> autotune(TuningDb& db, std::span<const TuningKey> keys, 
   }
 
   TuneProgress progress;
-  for (const Work& w : work) progress.to_time += static_cast<int>(w.set.candidates.size());
+  for (const Work& w : work) progress.to_time += static_cast<int>(w.set.candidates.size()) * o.rounds;
   std::optional<CompileQueue> compiles;
   if (o.cache && !work.empty()) compiles.emplace(work, o);
   if (compiles) progress.to_compile = compiles->total();
@@ -200,23 +208,37 @@ std::vector<TuneResult> autotune(TuningDb& db, std::span<const TuningKey> keys, 
   for (Work& w : work) {
     progress.current = w.set.key.name();
     double best_ms = kInf;
-    for (size_t c = 0; c < w.set.candidates.size(); ++c) {
-      const Candidate& candidate = w.set.candidates[c];
-      const bool compiled = !compiles || compiles->ready(candidate, [&] { report(TuneProgress::Phase::compiling); });
-      if (compiled) {
-        try {
-          const double ms = o.timer(w.set.key, candidate, best_ms * (1.0 + o.race_margin));
-          w.times[c] = std::isfinite(ms) && ms >= 0 ? ms : kInf;
-          best_ms = std::min(best_ms, w.times[c]);
-        } catch (const std::exception& e) {
-          if (o.log)
-            o.log(LogLevel::warning, fmt::format("autotune: {}: candidate {} failed to run, skipped: {}",
-                                                 w.set.key.name(), candidate_name(candidate), first_line(e.what())));
+    const size_t n = w.set.candidates.size();
+    std::vector<std::vector<double>> samples(n);
+    std::vector<bool> dropped(n, false);  // did not compile, failed or was given up on: not timed again
+    for (int round = 0; round < o.rounds; ++round)
+      for (size_t c = 0; c < n; ++c) {
+        const Candidate& candidate = w.set.candidates[c];
+        if (!dropped[c]) {
+          const bool compiled =
+              !compiles || compiles->ready(candidate, [&] { report(TuneProgress::Phase::compiling); });
+          dropped[c] = !compiled;
         }
+        if (!dropped[c]) {
+          try {
+            const double ms = o.timer(w.set.key, candidate, best_ms * (1.0 + o.race_margin));
+            if (std::isfinite(ms) && ms >= 0) {
+              samples[c].push_back(ms);
+              best_ms = std::min(best_ms, ms);
+            } else {
+              dropped[c] = true;
+            }
+          } catch (const std::exception& e) {
+            dropped[c] = true;
+            if (o.log)
+              o.log(LogLevel::warning, fmt::format("autotune: {}: candidate {} failed to run, skipped: {}",
+                                                   w.set.key.name(), candidate_name(candidate), first_line(e.what())));
+          }
+        }
+        ++progress.timed;
+        report(TuneProgress::Phase::timing);
       }
-      ++progress.timed;
-      report(TuneProgress::Phase::timing);
-    }
+    for (size_t c = 0; c < n; ++c) w.times[c] = dropped[c] ? kInf : median(samples[c]);
     TuneResult r = pick_winner(w, o);
     if (!std::isfinite(r.winner_ms)) {
       if (o.log)

@@ -64,6 +64,10 @@ struct TunerOptions {
   double min_gain = 0.01;
   // The timer may give up on a candidate slower than the best so far by this fraction.
   double race_margin = 0.15;
+  // Each key's candidates are timed this many times in turn (A B C, A B C, ...) and each one
+  // keeps its median: a GPU that warms (and clocks down) as it runs then favours no position
+  // in the set. A candidate that fails or is given up on is not timed again.
+  int rounds = 1;
 };
 
 struct TuneResult {

@@ -144,6 +144,60 @@ TEST(Autotune, PicksTheFastestCandidateAndPersistsIt) {
   EXPECT_THAT(log.warnings, ::testing::IsEmpty());
 }
 
+// Rounds (`flashgen tune --rounds`): the candidates are timed in turn, A B C, A B C, ..., each
+// keeps the median of its rounds, and one that fails in a round is not timed again.
+TEST(Autotune, RoundsTimeTheCandidatesInTurnAndKeepEachOnesMedian) {
+  const unsigned seed = flashgen::test::test_seed();
+  SCOPED_TRACE(testing::Message() << "seed " << seed);
+  std::mt19937 rng(seed);
+  ScratchDir dir;
+  Log log;
+  const TuningKey k = key(128);
+  const CandidateSet set = tuning_candidates(k);
+  const size_t n = set.candidates.size();
+  ASSERT_GE(n, 3u);
+  // Round r of candidate c takes times[c][r]; candidate 1 throws in its second round.
+  std::vector<std::vector<double>> times(n);
+  for (auto& t : times)
+    for (int r = 0; r < 3; ++r) t.push_back(std::uniform_real_distribution<double>(1.0, 2.0)(rng));
+  std::vector<size_t> order;
+  std::vector<int> round_of(n, 0);
+  TunerOptions o;
+  o.device = profile();
+  o.log = log.sink();
+  o.min_gain = 0;
+  o.race_margin = std::numeric_limits<double>::infinity();
+  o.rounds = 3;
+  o.timer = [&](const TuningKey&, const Candidate& c, double) {
+    const size_t i = static_cast<size_t>(std::find(set.candidates.begin(), set.candidates.end(), c) -
+                                         set.candidates.begin());
+    order.push_back(i);
+    const int r = round_of[i]++;
+    if (i == 1 && r == 1) throw Error(Status::cuda_error, "cuLaunchKernel failed");
+    return times[i][r];
+  };
+  TuningDb db(dir.path(), log.sink());
+  const std::vector<TuneResult> results = autotune(db, std::vector<TuningKey>{k}, true, o);
+  ASSERT_EQ(results.size(), 1u);
+  // In turn: the whole set, then again without candidate 1 after its failure.
+  std::vector<size_t> expected;
+  for (int r = 0; r < 3; ++r)
+    for (size_t c = 0; c < n; ++c)
+      if (c != 1 || r < 2) expected.push_back(c);
+  EXPECT_EQ(order, expected);
+  const TuneResult& res = results[0];
+  ASSERT_EQ(res.timings.size(), n);
+  for (size_t c = 0; c < n; ++c) {
+    std::vector<double> t = times[c];
+    std::sort(t.begin(), t.end());
+    EXPECT_DOUBLE_EQ(res.timings[c].second, c == 1 ? std::numeric_limits<double>::infinity() : t[1]) << c;
+  }
+  EXPECT_EQ(res.failed, 1);
+  EXPECT_THAT(log.warnings, ::testing::ElementsAre(HasSubstr("failed to run")));
+  o.rounds = 0;
+  EXPECT_THROW(autotune(db, std::vector<TuningKey>{k}, true, o), Error);
+}
+
 // Racing: each candidate is told the time it must beat, the best so far of its key plus
 // the race margin (infinity for the first).
 TEST(Autotune, EachCandidateIsToldTheBestTimeSoFarPlusTheRaceMargin) {

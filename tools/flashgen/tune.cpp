@@ -32,6 +32,7 @@ struct TuneOptions {
   bool full = false;
   bool list = false;
   bool times = false;
+  int rounds = 1;
   std::string arch = "sm_90a";
   std::string cache_dir;
 };
@@ -169,6 +170,7 @@ void run_tune(const TuneOptions& o) {
   options.log = log;
   options.progress = [view](const TuneProgress& p) { (*view)(p); };
   if (o.times) options.race_margin = std::numeric_limits<double>::infinity();  // time every candidate in full
+  options.rounds = o.rounds;
   const std::vector<TuneResult> results = autotune(db, keys, o.full, options);
   const auto end = std::chrono::steady_clock::now();
   view->clear();
@@ -203,6 +205,11 @@ void register_tune(CLI::App& app) {
   cmd->add_flag("--times", o->times,
                 "time every candidate in full (no early give-up) and print each one's median, fastest first; "
                 "with --full to retime persisted keys");
+  cmd->add_option("--rounds", o->rounds,
+                  "time each key's candidates this many times in turn and keep each one's median (with --times: an "
+                  "A/B of every candidate in which no position in the set is favoured)")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
   cmd->add_flag("--list-candidates", o->list, "print the candidate sets (for --arch) and exit; needs no GPU");
   cmd->add_option("--arch", o->arch, "arch of --list-candidates")->capture_default_str();
   cmd->callback([o] { run_tune(*o); });
