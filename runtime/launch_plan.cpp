@@ -95,11 +95,11 @@ constexpr std::int64_t kTileSectionL2Bytes = std::int64_t{32} << 20;
 // and light ones in the grid's own order: sections measured 3 % slower at 8 blocks).
 constexpr unsigned kTileSectionMinBlocks = 16;
 
-// FlashAttentionParams::tile_section of the forward's tiles (the single-tile grid, or the
-// persistent walk under a mask), `blocks` query tiles per (query head, batch) slice, each
-// slice's tiles sharing `slice_bytes` of K and V: under a causal mask or a window the tiles'
-// work differs, and the longest first over L2-sized sections balances the SMs (the grid's
-// own order ends with the last slice's longest tiles). Measured
+// FlashAttentionParams::tile_section of the single-tile forward grid of `blocks` query tiles per
+// (query head, batch) slice, each slice's CTAs sharing `slice_bytes` of K and V: under a causal
+// mask or a window the tiles' work differs, and the longest first over L2-sized sections
+// balances the SMs (the grid's own order ends with the last slice's longest tiles); the
+// persistent forward's walk does not read it (scheduler/persistent.cuh says why). Measured
 // on the H200 (docs/perf-notes.md, "L2 sections"): +3-10 % at 4k causal, within noise at 16k.
 // The masked warp-specialised dK/dV kernel gets the same order from its grid's shape
 // (dkdv_grid). Unmasked tiles are equal: 1.
@@ -242,8 +242,9 @@ std::vector<KernelLaunch> plan_forward(const ForwardArgs& args, const Problem& p
   f.o_stride = strides(args.o);
   f.num_splits = 1;
   if (fwd.pass != Pass::fwd_splitkv) {
-    // A (query head, batch) slice's CTAs share its K and V; persistent or not, the tiles go in
-    // the same sections. (The split-KV kernels below have a scheduler of their own.)
+    // A (query head, batch) slice's CTAs share its K and V: the single-tile grid's sections, of
+    // the query tiles per slice (a persistent grid's x is its CTA count). (The split-KV kernels
+    // below have a scheduler of their own.)
     f.tile_section = tile_section(p, query_blocks, 2 * p.seqlen_k * padded_head_dim(p.head_dim) * 2);
     return {l};
   }
