@@ -94,10 +94,8 @@ TileVisit visit(const HostVisibility& vis, const KernelSpec& spec, int q_tile, i
 struct PersistentSeat {
   int cta, round;
 };
-PersistentSeat persistent_seat(const KernelSpec& spec, const ScheduleShape& shape, int blocks, long long ctas,
-                               int block) {
-  const bool masked = spec.causal || spec.window;
-  const long long rank = masked ? static_cast<long long>(blocks - 1 - block) * shape.slices : block;
+PersistentSeat persistent_seat(bool masked, int slices, int blocks, long long ctas, int block) {
+  const long long rank = masked ? static_cast<long long>(blocks - 1 - block) * slices : block;
   const long long round = rank / ctas, in_round = rank % ctas;
   return {static_cast<int>(masked && round % 2 ? ctas - 1 - in_round : in_round), static_cast<int>(round)};
 }
@@ -108,7 +106,8 @@ PersistentSeat persistent_seat(const KernelSpec& spec, const ScheduleShape& shap
 void schedule_query_tiles(PassSchedule& s, const HostVisibility& vis, const ScheduleShape& shape) {
   const KernelSpec& spec = s.spec;
   const bool persistent = spec.pass == Pass::fwd && spec.persistent;
-  const bool forward_walk = persistent && !spec.causal && !spec.window;  // the unmasked walk: block 0 first
+  const bool masked = spec.causal || spec.window;
+  const bool forward_walk = persistent && !masked;  // the unmasked walk: block 0 first
   if (persistent) {
     const long long tiles = static_cast<long long>(s.q_tiles) * shape.slices;
     s.persistent_ctas = shape.ctas > 0 ? std::min<long long>(shape.ctas, tiles) : tiles;
@@ -118,7 +117,7 @@ void schedule_query_tiles(PassSchedule& s, const HostVisibility& vis, const Sche
     cta.block_x = x;
     cta.tile = forward_walk ? x : s.q_tiles - 1 - x;
     if (persistent) {
-      const PersistentSeat seat = persistent_seat(spec, shape, s.q_tiles, s.persistent_ctas, cta.tile);
+      const PersistentSeat seat = persistent_seat(masked, shape.slices, s.q_tiles, s.persistent_ctas, cta.tile);
       cta.block_x = seat.cta;
       cta.round = seat.round;
     }

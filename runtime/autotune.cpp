@@ -214,11 +214,8 @@ std::vector<TuneResult> autotune(TuningDb& db, std::span<const TuningKey> keys, 
     for (int round = 0; round < o.rounds; ++round)
       for (size_t c = 0; c < n; ++c) {
         const Candidate& candidate = w.set.candidates[c];
-        if (!dropped[c]) {
-          const bool compiled =
-              !compiles || compiles->ready(candidate, [&] { report(TuneProgress::Phase::compiling); });
-          dropped[c] = !compiled;
-        }
+        dropped[c] = dropped[c] ||
+                     (compiles && !compiles->ready(candidate, [&] { report(TuneProgress::Phase::compiling); }));
         if (!dropped[c]) {
           try {
             const double ms = o.timer(w.set.key, candidate, best_ms * (1.0 + o.race_margin));

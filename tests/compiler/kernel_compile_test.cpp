@@ -69,22 +69,28 @@ TEST(KernelCompile, WarpSpecialisedDkdvCompilesWithoutSpills) {
 // tiles up to d128: d64 on 192 x 128 and 128 x 128, d96 and d128 on 128 x 128 and d128 on
 // 128 x 176 (O over the V ring), causal or windowed, packed or not, with softcap, fp16 once.
 // At d256 the spec refuses it (its consumers spill).
+KernelSpec persistent_masked_forward(int head_dim, int block_m, int block_n, bool causal, bool varlen, bool softcap,
+                                     DType dtype) {
+  KernelSpec s;
+  s.pass = Pass::fwd;
+  s.head_dim = head_dim;
+  s.dtype = dtype;
+  s.causal = causal;
+  s.window = !causal;
+  s.varlen = varlen;
+  s.softcap = softcap;
+  s.block_m = block_m;
+  s.block_n = block_n;
+  s.warps = 4 * (block_m / 64 + 1);
+  s.stages = 2;
+  s.persistent = true;
+  s.arch = Arch::sm_90a;
+  return s;
+}
+
 TEST(KernelCompile, PersistentMaskedForwardCompilesWithoutSpills) {
   auto check = [](int head_dim, int block_m, int block_n, bool causal, bool varlen, bool softcap, DType dtype) {
-    KernelSpec s;
-    s.pass = Pass::fwd;
-    s.head_dim = head_dim;
-    s.dtype = dtype;
-    s.causal = causal;
-    s.window = !causal;
-    s.varlen = varlen;
-    s.softcap = softcap;
-    s.block_m = block_m;
-    s.block_n = block_n;
-    s.warps = 4 * (block_m / 64 + 1);
-    s.stages = 2;
-    s.persistent = true;
-    s.arch = Arch::sm_90a;
+    const KernelSpec s = persistent_masked_forward(head_dim, block_m, block_n, causal, varlen, softcap, dtype);
     ASSERT_TRUE(s.warp_specialized()) << s.uri();
     ASSERT_TRUE(s.problems().empty()) << s.uri();
     const CompiledKernel k = compile_kernel(s);
@@ -99,18 +105,8 @@ TEST(KernelCompile, PersistentMaskedForwardCompilesWithoutSpills) {
   check(96, 128, 128, true, false, true, DType::bf16);
   check(128, 128, 176, true, false, false, DType::bf16);
   check(128, 128, 128, true, true, true, DType::bf16);
-  KernelSpec d256;
-  d256.pass = Pass::fwd;
-  d256.head_dim = 256;
-  d256.dtype = DType::bf16;
-  d256.causal = true;
-  d256.block_m = 128;
-  d256.block_n = 80;
-  d256.warps = 12;
-  d256.stages = 2;
-  d256.persistent = true;
-  d256.arch = Arch::sm_90a;
-  const std::vector<std::string> problems = d256.problems();
+  const std::vector<std::string> problems =
+      persistent_masked_forward(256, 128, 80, true, false, false, DType::bf16).problems();
   ASSERT_EQ(problems.size(), 1u);
   EXPECT_NE(problems[0].find("expected unmasked tiles above 128"), std::string::npos) << problems[0];
 }
