@@ -12,7 +12,8 @@
 # latency per variant (bench/cold_start.py), compiled and from the wheel's kernel set built here;
 # ab: bench/ab_variants.py of this tree's library against the revision bench/stage-base.sh staged
 # in .ab-base (carried), AB_ARGS its options (default D 64/128/256, N 4k/16k, 3 rounds); with
-# AB_VARIANTS set ("name=-DFLAG=1;..."), the variants of this tree's library alone (no base build);
+# AB_VARIANTS set ("name=-DFLAG=1;..."), the variants of this tree's library (a variant "@base"
+# is the staged revision's library: "base=@base;new=;x=-DFLAG=1" measures all three in turn);
 # env FA4=1 adds FlashAttention-4 to the benchmarks, BENCH_ARGS passes compare_sdpa.py options)
 set -uo pipefail
 mode=${1:-quick}
@@ -54,20 +55,29 @@ echo "built in $(( $(date +%s) - start )) s"
 
 if [[ $mode == ab ]]; then
   new_lib=$(ls "$root"/build/runtime/libflashgen.so* | head -1)
-  if [[ -n ${AB_VARIANTS:-} ]]; then  # -D variants of this tree's library
-    echo "== A/B: this tree's library, variants $AB_VARIANTS (bench/ab_variants.py) =="
-    export FLASHGEN_LIBRARY=$new_lib
-    variants=$AB_VARIANTS
-  else
-    base=$root/.ab-base
-    [[ -f $base/REVISION ]] || { echo "no .ab-base/REVISION: run bench/stage-base.sh REV here first and carry .ab-base"; exit 1; }
-    echo "== A/B: this tree against $(cat "$base/REVISION") (bench/ab_variants.py) =="
+  # The library of the revision bench/stage-base.sh staged in .ab-base, built here.
+  build_base() {
+    local base=$root/.ab-base
+    [[ -f $base/REVISION ]] || { echo "no .ab-base/REVISION: run bench/stage-base.sh REV here first and carry .ab-base"; return 1; }
+    echo "== base: $(cat "$base/REVISION") =="
     [[ -d $root/.deps && ! -e $base/.deps ]] && ln -s "$root/.deps" "$base/.deps"
     cmake -S "$base" -B /tmp/flashgen-ab-base -G Ninja -DFLASHGEN_WITH_MLIR=OFF -DFLASHGEN_BUILD_BENCH=OFF \
       -DFLASHGEN_WERROR=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$out/cmake-base.log" 2>&1 &&
       ninja -C /tmp/flashgen-ab-base flashgen_runtime >"$out/build-base.log" 2>&1 ||
-      { tail -30 "$out/cmake-base.log" "$out/build-base.log"; exit 1; }
+      { tail -30 "$out/cmake-base.log" "$out/build-base.log"; return 1; }
     base_lib=$(ls /tmp/flashgen-ab-base/runtime/libflashgen.so* | head -1)
+  }
+  if [[ -n ${AB_VARIANTS:-} ]]; then  # -D variants of this tree's library; "@base" names the staged base's
+    echo "== A/B: this tree's library, variants $AB_VARIANTS (bench/ab_variants.py) =="
+    export FLASHGEN_LIBRARY=$new_lib
+    variants=$AB_VARIANTS
+    if [[ $variants == *@base* ]]; then
+      build_base || exit 1
+      variants=${variants//@base/FLASHGEN_LIBRARY=$base_lib}
+    fi
+  else
+    build_base || exit 1
+    echo "== A/B: this tree against $(cat "$root/.ab-base/REVISION") (bench/ab_variants.py) =="
     variants="base=FLASHGEN_LIBRARY=$base_lib;new=FLASHGEN_LIBRARY=$new_lib"
   fi
   read -r -a ab_args <<<"${AB_ARGS:---dims 64,128,256 --seqlens 4096,16384 --rounds 3}"
