@@ -112,7 +112,7 @@ def main():
         cells = [f"{1e3 * results[n][i]['first_fwd']:6.0f} / {1e3 * results[n][i]['first_bwd']:6.0f}" for n in names]
         print(f"{row['d']:4} {row['causal']} {row['n']:5} | " + " | ".join(cells))
     if a.rounds > 1:
-        summarize(results, [s.split("=", 1)[0] for s in specs])
+        summarize(results, [name for name, _ in specs])
 
 def summarize(results, bases):
     """Each variant's mean over its rounds, as a change against the first variant's mean, and the

@@ -64,7 +64,8 @@ KernelSpec forward_spec(const ProblemKey& p, Arch arch) {
   // refuses it where O's staging fits neither apart nor over the V ring. Under a mask the tiles
   // stay one per CTA: the persistent form's longest-first snake (scheduler/persistent.cuh) is
   // built and is the tuner's other-scheduling candidate (`flashgen tune --times` times both),
-  // but not selected before a GPU run has measured it against this one. Same
+  // but lost to this one where measured (H100, 2026-12-07: causal forward d64 -3 %, d128 -7 % at
+  // 4k, -2..+1 % at 16k; docs/perf-notes.md, "Sessions 21-22"). Unmasked, same
   // process as FA4 on the H200 (2026-12-03): forward +9 % at N = 1k (d128 499 -> 546, d64 403 ->
   // 444 TFLOP/s), +0-2 % at 4k/16k; `flashgen tune` kept it over the single-tile form at every
   // d64/d128 x 1k/4k/16k key, and at d256 by 0.4-4 % (`flashgen tune --times`, 2026-12-04).
