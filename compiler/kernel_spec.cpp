@@ -131,6 +131,10 @@ std::vector<std::string> KernelSpec::problems() const {
       add(out, "persistent: set with a {} at padded head_dim {}, expected unmasked tiles above 128 (the masked "
           "walk's state beside O's 128 registers a thread spills 20-84 bytes)", causal ? "causal mask" : "window",
           padded_head_dim());
+    if (persistent && softcap && (block_m == 192 || padded_head_dim() > 128))
+      add(out, "persistent: set with softcap at {}x{} and padded head_dim {}, expected one tile per CTA there (the "
+          "walk's state beside the softcap slope spills 48-268 bytes in three 128-register warpgroups or beside "
+          "O at head_dim 256)", block_m, block_n, padded_head_dim());
     if (o_staged_over_v() && block_m > stages * block_n)
       add(out, "persistent: set with block_m {} > stages x block_n = {} where the O tile does not fit beside the K/V "
           "rings, expected it to fit over the V ring", block_m, stages * block_n);

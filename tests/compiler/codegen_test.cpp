@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
 
 #include "compiler/codegen.h"
 #include "compiler/embedded_files.h"
@@ -219,6 +220,17 @@ TEST(Codegen, RejectsSpecsTheKernelsCannotRun) {
   expect_rejected(spec(Pass::bwd_preprocess, 64, DType::bf16, 96, 64, 4, 1, Arch::sm_80), "block_m");
   // Shared memory over the arch's limit.
   expect_rejected(spec(Pass::fwd, 256, DType::bf16, 128, 128, 8, 3, Arch::sm_86), "shared memory");
+  // The persistent forward with softcap spills on three warpgroups (d64 192 x 128) and at d256;
+  // at d128 it does not.
+  for (auto [d, bm, bn, w, valid] : {std::tuple{64, 192, 128, 16, false}, {256, 128, 80, 12, false},
+                                     {128, 128, 128, 12, true}}) {
+    KernelSpec s = spec(Pass::fwd, d, DType::bf16, bm, bn, w, 2, Arch::sm_90a);
+    s.persistent = s.softcap = true;
+    if (valid)
+      EXPECT_TRUE(s.problems().empty()) << s.uri();
+    else
+      expect_rejected(s, "persistent: set with softcap");
+  }
 }
 
 TEST(KernelSelection, EveryHeadDimGetsValidKernelsOnEveryArch) {

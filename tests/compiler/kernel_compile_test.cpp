@@ -18,6 +18,8 @@ const CompileCase kSubset[] = {
     {64, DType::bf16, false, false, false, Arch::sm_90a},  {128, DType::bf16, true, false, false, Arch::sm_90a},
     {128, DType::f16, false, false, false, Arch::sm_80},   {59, DType::f16, true, true, true, Arch::sm_80},
     {256, DType::bf16, true, false, false, Arch::sm_90},   {96, DType::bf16, false, true, true, Arch::sm_90a},
+    // Softcap on the unmasked forwards that are persistent without it (d64 on three warpgroups, d256).
+    {64, DType::bf16, false, false, true, Arch::sm_90a},   {256, DType::bf16, false, false, true, Arch::sm_90a},
 };
 
 INSTANTIATE_TEST_SUITE_P(Subset, KernelCompile, ::testing::ValuesIn(kSubset),

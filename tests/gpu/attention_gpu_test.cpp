@@ -417,6 +417,19 @@ std::vector<Case> small() {
 INSTANTIATE_TEST_SUITE_P(Small, GpuAttention, ::testing::ValuesIn(small()),
                          [](const ::testing::TestParamInfo<Case>& i) { return case_name(i.param); });
 
+// Softcap without a mask at the head dims whose unmasked forward is persistent without softcap
+// and one tile per CTA with it (KernelSpec::problems(): the persistent form spills there): d64
+// on three warpgroups and d256; ragged tiles, GQA, both dtypes.
+std::vector<Case> softcap_unmasked() {
+  Case a = make_case(64, 333, 517, 2, 6, 2, DType::f16);
+  a.softcap = 30.0f;
+  Case b = make_case(256, 200, 161, 1, 4, 4);
+  b.softcap = 50.0f;
+  return {a, b};
+}
+INSTANTIATE_TEST_SUITE_P(SoftcapUnmasked, GpuAttention, ::testing::ValuesIn(softcap_unmasked()),
+                         [](const ::testing::TestParamInfo<Case>& i) { return case_name(i.param); });
+
 // Logits of about +-1000 (q, k scaled up) stay finite and exact to the rule.
 std::vector<Case> big_logits() {
   std::vector<Case> out;
