@@ -43,6 +43,12 @@ struct DkdvMainloopSm90Ws {
   // 64-query tiles: every query, columns split in halves on 32-column boundaries (d96: 64 + 32).
   static constexpr bool kDqByRows = Cfg::kBlockM == 128;
   static constexpr bool kDqSwapped = Cfg::kBlockM == 80;  // dQ^T per warpgroup: 64 head-dim columns x 80 queries
+  // 128-query tiles (d64) commit S^T and dP^T as two wgmma groups and run P^T's exponentials
+  // while dP^T is still on the tensor pipe (FA3's and FA4's order): +3..9 % unmasked d64
+  // backward on an H100, causal within noise (sessions 22-23). At 64- and 80-query tiles
+  // (d96/d128) the same order measured -5..+4 % with no consistent sign (sessions 11, 22), so
+  // they wait for both groups: docs/perf-notes.md, "Session 23: the split wait lands at d64".
+  static constexpr bool kSplitWait = Cfg::kBlockM == 128;
   static constexpr int kDqCols0 = (kD / 2 + 31) / 32 * 32;
   static constexpr int kDqCols1 = kD - kDqCols0;
   static_assert(kConsumers == 2 && ((Cfg::kBlockM == 64 && kD >= 64 && kD <= 128) ||
@@ -154,6 +160,7 @@ struct DkdvMainloopSm90Ws {
       float s[1][kMT][4], dp[1][kMT][4];
       wgmma_fence();
       wgmma_scores_t<Cfg, L>(s[0], l.s_k, 64 * wg, s_q);
+      if constexpr (kSplitWait) wgmma_commit();
       wgmma_scores_t<Cfg, L>(dp[0], l.s_v, 64 * wg, s_do);
       wgmma_commit();
       // The previous item's dQ part, staged while its dK ran, goes to the writer only now: its
@@ -161,14 +168,18 @@ struct DkdvMainloopSm90Ws {
       // the staging it stalled the warpgroup (~6 % of the kernel's stall samples at d128).
       if constexpr (kDq)
         if (t > 0) hand_over_dq(wg);
-      wgmma_wait<0>();
-      wgmma_fence_operand(s);
-      wgmma_fence_operand(dp);
       float dtanh[1][kMT][4];  // unused (and optimised away) without softcap
-      probs_t<Cfg>(s, dtanh, p, vis, softcap_pre, l.s_lse(st.index), n0, n0 + split.warp_row0, m0, lane);
       u32 a_p[kMT / 2][4], a_ds[kMT / 2][4];  // P^T and dS^T as A operands
+      wgmma_wait<kSplitWait ? 1 : 0>();
+      wgmma_fence_operand(s);
+      if constexpr (!kSplitWait) wgmma_fence_operand(dp);
+      probs_t<Cfg>(s, dtanh, p, vis, softcap_pre, l.s_lse(st.index), n0, n0 + split.warp_row0, m0, lane);
 #pragma unroll
       for (int kk = 0; kk < kMT / 2; ++kk) c_to_a<kBf16>(a_p[kk], s[0], kk);
+      if constexpr (kSplitWait) {
+        wgmma_wait<0>();
+        wgmma_fence_operand(dp);
+      }
       dscores_t<Cfg>(dp, s, dtanh, l.s_dsum(st.index), lane);
 #pragma unroll
       for (int kk = 0; kk < kMT / 2; ++kk) c_to_a<kBf16>(a_ds[kk], dp[0], kk);
