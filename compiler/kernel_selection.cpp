@@ -119,6 +119,8 @@ KernelSpec dkdv_spec(const ProblemKey& p, Arch arch) {
   const int d = s.padded_head_dim();
   // sm_90a, d 64..128 in 16-byte rows, no softcap: the warp-specialised dK/dV kernel (64x128
   // on 12 warps, KernelSpec::warp_specialized; docs/perf-notes.md, "warp-specialised dK/dV").
+  // With softcap it compiles spill-free on 64-query tiles (a tuning candidate; not selected
+  // until it has been timed against the 8-warp kernels: docs/perf-notes.md, "Session 23").
   // d64: FA3's 128-query tiles, half the work items per K/V tile, so half the per-item
   // barriers, dS^T stores and dQ reductions (`flashgen tune` on the H200: +8-12 % unmasked,
   // causal +7-10 % at N = 4k/16k; docs/perf-notes.md, "128-query tiles").

@@ -118,8 +118,13 @@ std::vector<std::string> KernelSpec::problems() const {
     if (head_dim % 8 != 0)
       add(out, "head_dim: got {} for the warp-specialised dK/dV kernel, expected a multiple of 8 (TMA rows of 16 "
           "bytes)", head_dim);
-    if (softcap)
-      add(out, "softcap: the warp-specialised dK/dV kernel does not keep the softcap slope (use 8 warps)");
+    // The slope (dtanh, one register per score) beside S^T, dP^T, dK and dV: 64-query tiles keep it
+    // spill-free at d64..d128 (flashgen dump, 2026-12-07); 80- and 128-query tiles spilled 170-450 bytes,
+    // and d256's shared-scores kernel has no registers for it.
+    if (softcap && (d == 256 || block_m != 64))
+      add(out, "softcap: set for the warp-specialised dK/dV kernel {}, expected 64-query tiles at padded head_dim "
+          "64..128 (the softcap slope's registers spill on larger tiles and do not fit at 256)",
+          d == 256 ? std::string("at padded head_dim 256") : fmt::format("on {}-query tiles", block_m));
   } else if (warp_specialized()) {
     if (block_m != 128 && block_m != 192)
       add(out, "block_m: got {} for the warp-specialised forward, expected 128 or 192 (two or three consumer "

@@ -17,10 +17,13 @@ namespace flash {
 // merged: one per value, the e = 0 and e = 2 values twice, was 3 % of the d128 dK/dV kernel's
 // instructions; the pairs took the backward up 0.4-2.8 %, docs/perf-notes.md); on 128-query
 // tiles (d64) too, but for the deterministic kernel; there, and on d128's 80-query tiles, the
-// pair's registers spill (4-64 bytes) and each value is its own load.
+// pair's registers spill (4-64 bytes) and each value is its own load; so too in the
+// warp-specialised kernel (12 warps) with softcap above d96, where the slope's 32 registers
+// beside the pairs spilled 8 bytes.
 template <class Cfg, int kMT>
 struct RowStats {
-  static constexpr bool kPairs = kMT <= 8 || (Cfg::kBlockM == 128 && !Cfg::kDeterministic);
+  static constexpr bool kSoftcapWs = Cfg::kSoftcap && Cfg::kWarps == 12 && Cfg::kHeadDimPadded > 96;
+  static constexpr bool kPairs = (kMT <= 8 && !kSoftcapWs) || (Cfg::kBlockM == 128 && !Cfg::kDeterministic);
   float2 pair;
   u32 s_stat;
   int col;

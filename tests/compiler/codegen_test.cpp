@@ -214,6 +214,16 @@ TEST(Codegen, RejectsSpecsTheKernelsCannotRun) {
   expect_rejected(spec(Pass::bwd_dkdv, 80, DType::bf16, 32, 128, 8, 1, Arch::sm_90a), "warps");
   // The warp-specialised dK/dV kernel: 128-query tiles only at d64 (S^T, dP^T, dK and dV in 240 registers).
   expect_rejected(spec(Pass::bwd_dkdv, 128, DType::bf16, 128, 128, 12, 2, Arch::sm_90a), "block_m/block_n");
+  // ... and with softcap only 64-query tiles up to d128 (the slope spills on 80- and 128-query tiles).
+  for (auto [d, bm, bn, valid] : {std::tuple{64, 128, 128, false}, {128, 80, 128, false}, {256, 64, 64, false},
+                                  {64, 64, 128, true}, {96, 64, 128, true}, {128, 64, 128, true}}) {
+    KernelSpec s = spec(Pass::bwd_dkdv, d, DType::bf16, bm, bn, 12, 2, Arch::sm_90a);
+    s.softcap = true;
+    if (valid)
+      EXPECT_TRUE(s.problems().empty()) << s.uri();
+    else
+      expect_rejected(s, "softcap: set for the warp-specialised dK/dV kernel");
+  }
   // Forward: each warp owns 16-row slices of block_m.
   expect_rejected(spec(Pass::fwd, 64, DType::bf16, 64, 64, 8, 2, Arch::sm_80), "block_m");
   // The dQ accumulator rows are rounded to 128.

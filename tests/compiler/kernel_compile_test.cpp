@@ -30,9 +30,11 @@ INSTANTIATE_TEST_SUITE_P(Subset, KernelCompile, ::testing::ValuesIn(kSubset),
 // gives d64, masked or not, packed sequences included (those within their producer-warp
 // allowance, compile_check.cpp); on the tuner's 80-query tiles at d128 (dQ^T by head-dim
 // columns), masked or not, deterministic or not, and packed unmasked; at d256 on the shared-scores
-// split (64 keys, a head-dim half per warpgroup), masked or not, packed or not.
+// split (64 keys, a head-dim half per warpgroup), masked or not, packed or not; with softcap
+// (the slope beside S^T and dP^T) on 64-query tiles at d64..d128, masked or not.
 TEST(KernelCompile, WarpSpecialisedDkdvCompilesWithoutSpills) {
-  auto check = [](int head_dim, int block_m, bool causal, bool window, bool varlen, bool deterministic) {
+  auto check = [](int head_dim, int block_m, bool causal, bool window, bool varlen, bool deterministic,
+                  bool softcap = false) {
     const bool d256 = head_dim > 128;
     KernelSpec s;
     s.pass = Pass::bwd_dkdv;
@@ -42,6 +44,7 @@ TEST(KernelCompile, WarpSpecialisedDkdvCompilesWithoutSpills) {
     s.window = window;
     s.varlen = varlen;
     s.deterministic = deterministic;
+    s.softcap = softcap;
     s.block_m = block_m;
     s.block_n = d256 ? 64 : 128;
     s.warps = 12;
@@ -64,6 +67,8 @@ TEST(KernelCompile, WarpSpecialisedDkdvCompilesWithoutSpills) {
   check(128, 80, false, false, true, false);
   for (int mask = 0; mask < 3; ++mask)  // d256: both warpgroups on the same 64 keys
     for (bool varlen : {false, true}) check(256, 64, mask == 1, mask == 2, varlen, mask == 1 && !varlen);
+  for (int head_dim : {64, 96, 128})  // softcap: 64-query tiles
+    for (int mask = 0; mask < 3; ++mask) check(head_dim, 64, mask == 1, mask == 2, mask == 1, mask == 0, true);
 }
 
 // The persistent forward under a mask (the longest-first snake, scheduler/persistent.cuh; a

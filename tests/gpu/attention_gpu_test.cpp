@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <random>
 #include <string>
@@ -262,7 +263,8 @@ class GpuAttention : public GpuTest, public ::testing::WithParamInterface<Case> 
 // Forward then backward of one case on `rt`, both checked against the oracle; with
 // dkdv_block_m, the backward runs the selected kernels with the dK/dV kernel's query tile
 // that high instead (a tuning candidate).
-void run_case(const Case& c, Runtime& rt, int dkdv_block_m = 0) {
+// edit_dkdv, if set, changes the selected dK/dV kernel's spec (the tuner's other tiles).
+void run_case(const Case& c, Runtime& rt, const std::function<void(KernelSpec&)>& edit_dkdv = {}) {
   const unsigned seed = flashgen::test::test_seed();
   SCOPED_TRACE(fmt::format("seed {} case {}", seed, case_name(c)));
   std::mt19937 rng(seed);
@@ -291,13 +293,13 @@ void run_case(const Case& c, Runtime& rt, int dkdv_block_m = 0) {
   expect_lse(lse, ref.lse);
   EXPECT_EQ(count_touched_padding(*pr.o_st, {&pr.o}), 0) << "forward wrote outside o's view";
 
-  if (dkdv_block_m == 0) {
+  if (!edit_dkdv) {
     rt.backward(pr.backward_args());
   } else {
     std::vector<KernelSpec> specs = backward_specs(p, device_arch(0));
     for (KernelSpec& s : specs)
       if (s.pass == Pass::bwd_dkdv) {
-        s.block_m = dkdv_block_m;
+        edit_dkdv(s);
         ASSERT_TRUE(s.problems().empty()) << s.uri() << ": " << fmt::format("{}", fmt::join(s.problems(), "; "));
       }
     KernelCache cache;
@@ -354,8 +356,37 @@ TEST_F(GpuTest, EveryWarpSpecialisedDkdvQueryTileMatchesTheOracle) {
     for (int block_m : {64, 80}) {
       SCOPED_TRACE(fmt::format("dK/dV query tile {}", block_m));
       Runtime rt(options);
-      run_case(c, rt, block_m);
+      run_case(c, rt, [&](KernelSpec& s) { s.block_m = block_m; });
     }
+}
+
+// The warp-specialised dK/dV kernel with softcap (the slope kept beside S^T and dP^T; 64-query
+// tiles, a tuning candidate while the selection keeps the 8-warp kernels): d64..d128, odd
+// lengths, GQA, causal, a window, deterministic, fp16.
+TEST_F(GpuTest, WarpSpecialisedDkdvWithSoftcapMatchesTheOracle) {
+  if (device_arch(0) != Arch::sm_90a) GTEST_SKIP() << "the warp-specialised dK/dV kernel is an sm_90a kernel";
+  Case d64 = make_case(64, 1000, 777, 2, 4, 2);
+  Case d96 = make_case(96, 333, 1500, 2, 6, 3, DType::f16);
+  d96.causal = true;
+  Case d128 = make_case(128, 700, 650, 1, 4, 1);
+  d128.window_left = 100;
+  d128.window_right = 37;
+  Case det = make_case(128, 517, 600, 2, 2, 2, DType::f16);
+  det.deterministic = true;
+  RuntimeOptions options;
+  options.substitute_while_compiling = false;
+  for (Case c : {d64, d96, d128, det}) {
+    c.softcap = 30.0f;
+    c.logit_std = 20.0f;  // logits past the cap's knee, where the slope is far from 1
+    Runtime rt(options);
+    run_case(c, rt, [](KernelSpec& s) {
+      s.block_m = 64;
+      s.block_n = 128;
+      s.warps = 12;
+      s.stages = 2;
+      ASSERT_TRUE(s.warp_specialized()) << s.uri();
+    });
+  }
 }
 
 // Small shapes that run every pass (fwd, preprocess, dkdv with atomic dQ, dq_convert;
