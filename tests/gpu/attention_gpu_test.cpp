@@ -261,9 +261,8 @@ class GpuTest : public ::testing::Test {
 class GpuAttention : public GpuTest, public ::testing::WithParamInterface<Case> {};
 
 // Forward then backward of one case on `rt`, both checked against the oracle; with
-// dkdv_block_m, the backward runs the selected kernels with the dK/dV kernel's query tile
-// that high instead (a tuning candidate).
-// edit_dkdv, if set, changes the selected dK/dV kernel's spec (the tuner's other tiles).
+// edit_dkdv, the backward runs the selected kernels with the dK/dV kernel's spec edited by it
+// instead (a tuning candidate: another query tile, the warp-specialised kernel).
 void run_case(const Case& c, Runtime& rt, const std::function<void(KernelSpec&)>& edit_dkdv = {}) {
   const unsigned seed = flashgen::test::test_seed();
   SCOPED_TRACE(fmt::format("seed {} case {}", seed, case_name(c)));
@@ -315,11 +314,11 @@ void run_case(const Case& c, Runtime& rt, const std::function<void(KernelSpec&)>
 }
 
 // On a runtime without substitutes: each case's first call tests its own kernels.
-void run_case(const Case& c) {
+void run_case(const Case& c, const std::function<void(KernelSpec&)>& edit_dkdv = {}) {
   RuntimeOptions options;
   options.substitute_while_compiling = false;
   Runtime rt(options);
-  run_case(c, rt);
+  run_case(c, rt, edit_dkdv);
 }
 
 TEST_P(GpuAttention, ForwardBackwardMatchOracle) { run_case(GetParam()); }
@@ -350,13 +349,10 @@ TEST_F(GpuTest, EveryWarpSpecialisedDkdvQueryTileMatchesTheOracle) {
   window.window_right = 37;
   Case det = make_case(128, 517, 517, 2, 4, 1);
   det.deterministic = true;
-  RuntimeOptions options;
-  options.substitute_while_compiling = false;
   for (const Case& c : {odd, causal, window, det})
     for (int block_m : {64, 80}) {
       SCOPED_TRACE(fmt::format("dK/dV query tile {}", block_m));
-      Runtime rt(options);
-      run_case(c, rt, [&](KernelSpec& s) { s.block_m = block_m; });
+      run_case(c, [&](KernelSpec& s) { s.block_m = block_m; });
     }
 }
 
@@ -373,13 +369,10 @@ TEST_F(GpuTest, WarpSpecialisedDkdvWithSoftcapMatchesTheOracle) {
   d128.window_right = 37;
   Case det = make_case(128, 517, 600, 2, 2, 2, DType::f16);
   det.deterministic = true;
-  RuntimeOptions options;
-  options.substitute_while_compiling = false;
   for (Case c : {d64, d96, d128, det}) {
     c.softcap = 30.0f;
     c.logit_std = 20.0f;  // logits past the cap's knee, where the slope is far from 1
-    Runtime rt(options);
-    run_case(c, rt, [](KernelSpec& s) {
+    run_case(c, [](KernelSpec& s) {
       s.block_m = 64;
       s.block_n = 128;
       s.warps = 12;
