@@ -98,6 +98,16 @@ float __shfl_xor_sync(unsigned, float v, int lane_mask) {
   return r;
 }
 
+int __any_sync(unsigned, int predicate) {
+  emu::Cta::Warp& w = emu::current_warp();
+  w.value[emu::lane()] = predicate != 0 ? 1.0f : 0.0f;
+  emu::warp_sync();
+  bool any = false;
+  for (float x : w.value) any |= x != 0.0f;
+  emu::warp_sync();
+  return any;
+}
+
 int __shfl_sync(unsigned, int v, int src_lane) {
   emu::Cta::Warp& w = emu::current_warp();
   const int l = emu::lane();

@@ -126,6 +126,7 @@ inline void __syncthreads() {
 
 float __shfl_xor_sync(unsigned mask, float v, int lane_mask);
 int __shfl_sync(unsigned mask, int v, int src_lane);
+int __any_sync(unsigned mask, int predicate);
 
 inline float atomicAdd(float* p, float v) {
   const float old = *p;  // fibers never interleave inside this call
