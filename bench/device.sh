@@ -11,7 +11,8 @@
 # sequences (flashgen, causal, N = 16k, 256k, 2^20, 2^21: a few minutes); cold: issue 18's first-call
 # latency per variant (bench/cold_start.py), compiled and from the wheel's kernel set built here;
 # ab: bench/ab_variants.py of this tree's library against the revision bench/stage-base.sh staged
-# in .ab-base (carried), AB_ARGS its options (default D 64/128/256, N 4k/16k, 3 rounds); with
+# in .ab-base (carried), AB_ARGS its options (default D 64/128/256, N 4k/16k, 3 rounds); decode with
+# AB_VARIANTS: bench/decode.py once per -D variant and round (AB_ROUNDS, default 2) instead; ab with
 # AB_VARIANTS set ("name=-DFLAG=1;..."), the variants of this tree's library (a variant "@base"
 # is the staged revision's library: "base=@base;new=;x=-DFLAG=1" measures all three in turn);
 # env FA4=1 adds FlashAttention-4 to the benchmarks, BENCH_ARGS passes compare_sdpa.py options)
@@ -192,11 +193,27 @@ elif [[ $mode != tests && $mode != tune ]]; then
     python3 "$root/bench/compare_sdpa.py" "${bench_args[@]}" --commit "${BENCH_COMMIT:-unknown}" \
       2>&1 | tee "$out/bench.log" | tail -60
   fi
-  echo "== decode (B x seqlen_q x seqlen_k; D 128, 32 query heads, 8 KV heads; us, TB/s) =="
-  python3 "$root/bench/decode.py" --out "$out/bench" ${FA4:+--fa4} --commit "${BENCH_COMMIT:-unknown}" \
-    2>&1 | tee "$out/decode.log" | tail -8
-  echo "== Python host time per call (tiny forward, us; SDPA beside) =="
-  python3 "$root/bench/python_call_overhead.py" --parts --out "$out/bench" 2>&1 | tee "$out/python-call.log" | tail -14
+  if [[ $mode == decode && -n ${AB_VARIANTS:-} ]]; then
+    # -D variants of the decode kernels ("name=-DFLAG=1;..."; "name=" for none), each compiled
+    # into a kernel cache of its own, the list run AB_ROUNDS times in turn (default 2).
+    echo "== decode A/B: variants $AB_VARIANTS, ${AB_ROUNDS:-2} rounds (us, TB/s) =="
+    IFS=';' read -r -a decode_variants <<<"$AB_VARIANTS"
+    for ((round = 1; round <= ${AB_ROUNDS:-2}; ++round)); do
+      for variant in "${decode_variants[@]}"; do
+        name=${variant%%=*} flags=${variant#*=}
+        echo "-- $name (${flags:-no flags}), round $round --"
+        FLASHGEN_NVRTC_FLAGS=$flags FLASHGEN_CACHE_DIR=/tmp/flashgen-decode-$name \
+          python3 "$root/bench/decode.py" --rep 50 --warmup 10 --out "$out/decode-$name-$round" 2>&1 |
+          tee "$out/decode-$name-$round.log" | grep -E '^ *(B|[0-9]+) +(sq|[0-9]+) +(sk|[0-9]+) +[|]'
+      done
+    done
+  else
+    echo "== decode (B x seqlen_q x seqlen_k; D 128, 32 query heads, 8 KV heads; us, TB/s) =="
+    python3 "$root/bench/decode.py" --out "$out/bench" ${FA4:+--fa4} --commit "${BENCH_COMMIT:-unknown}" \
+      2>&1 | tee "$out/decode.log" | tail -8
+    echo "== Python host time per call (tiny forward, us; SDPA beside) =="
+    python3 "$root/bench/python_call_overhead.py" --parts --out "$out/bench" 2>&1 | tee "$out/python-call.log" | tail -14
+  fi
   if [[ $mode == full || $mode == extra ]]; then
     echo "== long sequences (B=1, H=16, D=128, causal): time and peak extra memory =="
     python3 "$root/bench/long_sequence.py" --out "$out/bench" 2>&1 | tee "$out/long.log"
