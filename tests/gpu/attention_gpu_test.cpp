@@ -335,21 +335,24 @@ Case make_case(int d, int sq, int sk, int batch, int hq, int hkv, DType t = DTyp
   return c;
 }
 
+// The option mix of the dK/dV candidate tests: the first case as it is, the second causal, the
+// third in a window (100 left, 37 right), the fourth deterministic.
+std::array<Case, 4> option_mix(Case plain, Case causal, Case window, Case det) {
+  causal.causal = true;
+  window.window_left = 100;
+  window.window_right = 37;
+  det.deterministic = true;
+  return {plain, causal, window, det};
+}
+
 // Every query tile of the warp-specialised dK/dV kernel at d128: the selected 64 and the
 // tuner's 80 (dQ^T by head-dim columns, dS stored [query][key], dQ boxes of 80 rows whose rows
 // past a (batch, head) plane are clipped), unmasked, causal, windowed, deterministic, fp16, on
 // odd lengths and GQA.
 TEST_F(GpuTest, EveryWarpSpecialisedDkdvQueryTileMatchesTheOracle) {
   if (device_arch(0) != Arch::sm_90a) GTEST_SKIP() << "the warp-specialised dK/dV kernel is an sm_90a kernel";
-  Case odd = make_case(128, 1000, 777, 3, 4, 2);
-  Case causal = make_case(128, 333, 1500, 2, 6, 3, DType::f16);
-  causal.causal = true;
-  Case window = make_case(128, 700, 650, 1, 2, 1);
-  window.window_left = 100;
-  window.window_right = 37;
-  Case det = make_case(128, 517, 517, 2, 4, 1);
-  det.deterministic = true;
-  for (const Case& c : {odd, causal, window, det})
+  for (const Case& c : option_mix(make_case(128, 1000, 777, 3, 4, 2), make_case(128, 333, 1500, 2, 6, 3, DType::f16),
+                                  make_case(128, 700, 650, 1, 2, 1), make_case(128, 517, 517, 2, 4, 1)))
     for (int block_m : {64, 80}) {
       SCOPED_TRACE(fmt::format("dK/dV query tile {}", block_m));
       run_case(c, [&](KernelSpec& s) { s.block_m = block_m; });
@@ -361,15 +364,8 @@ TEST_F(GpuTest, EveryWarpSpecialisedDkdvQueryTileMatchesTheOracle) {
 // lengths, GQA, causal, a window, deterministic, fp16.
 TEST_F(GpuTest, WarpSpecialisedDkdvWithSoftcapMatchesTheOracle) {
   if (device_arch(0) != Arch::sm_90a) GTEST_SKIP() << "the warp-specialised dK/dV kernel is an sm_90a kernel";
-  Case d64 = make_case(64, 1000, 777, 2, 4, 2);
-  Case d96 = make_case(96, 333, 1500, 2, 6, 3, DType::f16);
-  d96.causal = true;
-  Case d128 = make_case(128, 700, 650, 1, 4, 1);
-  d128.window_left = 100;
-  d128.window_right = 37;
-  Case det = make_case(128, 517, 600, 2, 2, 2, DType::f16);
-  det.deterministic = true;
-  for (Case c : {d64, d96, d128, det}) {
+  for (Case c : option_mix(make_case(64, 1000, 777, 2, 4, 2), make_case(96, 333, 1500, 2, 6, 3, DType::f16),
+                           make_case(128, 700, 650, 1, 4, 1), make_case(128, 517, 600, 2, 2, 2, DType::f16))) {
     c.softcap = 30.0f;
     c.logit_std = 20.0f;  // logits past the cap's knee, where the slope is far from 1
     run_case(c, [](KernelSpec& s) {
