@@ -60,15 +60,13 @@ struct SoftmaxLedger {
         const float mx = quad_max(row_max(s[mt], h, m[mt][h]));
         // A row that has seen only masked keys keeps m = -inf: use 0 so that -inf - -inf never happens.
         const bool empty = mx == neg_inf();
-#ifdef FLASHGEN_LAZY_RESCALE
-        // Lazy: the old max stays while the new one exceeds it by at most 2^8 in p (a fresh row's
-        // -inf never stays: inf > 8); the sum, O and lse all use the max kept, so it cancels.
+        // Lazy (FA4's rule): the old max stays while the new one exceeds it by at most 2^8 in p
+        // (bf16/fp16 P and the fp32 sum and O hold that; a fresh row's -inf never stays: inf > 8).
+        // The sum, O and lse all use the max kept, so it cancels; O is rescaled only when a row
+        // of the warp moves (rescale()): +4 % decode 8 x 16, +5 % d128 forward on the H100
+        // (docs/perf-notes.md, "Session 25").
         const bool keep = (mx - m[mt][h]) * scale_log2 <= 8.0f;
         const float m_new = keep ? m[mt][h] : mx;
-#else
-        const bool keep = false;
-        const float m_new = mx;
-#endif
         const float m_scaled = empty ? 0.0f : m_new * scale_log2;
         corr[mt][h] = empty || keep ? 1.0f : exp2_fast((m[mt][h] - m_new) * scale_log2);
         m[mt][h] = m_new;
@@ -86,12 +84,10 @@ struct SoftmaxLedger {
 
   template <int kDT>
   static __device__ __forceinline__ void rescale(float (&o)[kRT][kDT][4], const float (&corr)[kRT][2]) {
-#ifdef FLASHGEN_LAZY_RESCALE
     bool any = false;
 #pragma unroll
     for (int mt = 0; mt < kRT; ++mt) any |= corr[mt][0] != 1.0f || corr[mt][1] != 1.0f;
     if (!__any_sync(0xffffffffu, any)) return;  // the warp's rows all kept their max
-#endif
 #pragma unroll
     for (int mt = 0; mt < kRT; ++mt)
 #pragma unroll

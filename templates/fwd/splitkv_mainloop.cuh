@@ -115,13 +115,6 @@ struct FwdSplitKvMainloop {
       const PagePosition at = ahead_tile == n_block ? ahead : off.key_page(n0 + row);
       ahead = off.key_page(n0 + Cfg::kBlockN + row);  // used by the next call, a tile later
       ahead_tile = n_block + 1;
-#ifdef FLASHGEN_PAGED_PREFETCH
-      {
-        const auto rows_ahead = off.kv_rows_at(h_kv, ahead);
-        prefetch_l2(rows_ahead.k);
-        prefetch_l2(rows_ahead.v);
-      }
-#endif
       using KV = typename Layout::KV;
       load_kv_rows_by_lane<KV, Cfg::kThreads, Cfg::kHeadDim>(
           s_k, s_k + KV::kBytes, at, [&](PagePosition a) { return off.kv_rows_at(h_kv, a); }, rows_valid, tid);

@@ -60,9 +60,13 @@ TEST(PlanParams, TheDqAccumulatorIsInFragmentOrderExactlyWhenTheDkdvKernelReduce
     EXPECT_FALSE(sm80.tma_reduced) << "d" << d;
     EXPECT_EQ(sm80.flags, std::set<int>{0}) << "d" << d;
   }
-  Problem softcap = prefill(8, 8, 128);  // sm_90a's mma.sync dK/dV kernel: atomic dQ
+  Problem softcap = prefill(8, 8, 128);  // softcap: the warp-specialised kernel on 64-query tiles
   softcap.options.softcap = 30.0f;
-  const BackwardOrder atomic = backward_order(softcap, Arch::sm_90a);
+  const BackwardOrder capped = backward_order(softcap, Arch::sm_90a);
+  EXPECT_TRUE(capped.tma_reduced);
+  EXPECT_EQ(capped.flags, std::set<int>{1});
+  // Rows that are not 16-byte multiples: sm_90a's mma.sync dK/dV kernel, atomic dQ.
+  const BackwardOrder atomic = backward_order(prefill(8, 8, 100), Arch::sm_90a);
   EXPECT_FALSE(atomic.tma_reduced);
   EXPECT_EQ(atomic.flags, std::set<int>{0});
 }

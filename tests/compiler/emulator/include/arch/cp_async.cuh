@@ -14,7 +14,6 @@ inline void cp_async16(u32 dst, const void* src, bool valid) {
   else
     std::memset(d, 0, 16);
 }
-inline void prefetch_l2(const void*) {}  // a hint: nothing to emulate
 inline void cp_async_commit() {}
 template <int kPending>
 inline void cp_async_wait() {}
