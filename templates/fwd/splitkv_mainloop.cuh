@@ -82,7 +82,7 @@ struct FwdSplitKvMainloop {
   const u16 *k, *v;  // dense caches: row 0 of the KV head
   int h_kv;
   int pos[kRT][2];  // query positions of this thread's C-fragment rows (the mask's rows)
-  PagePosition ahead{0, 0};  // kPagesAhead: this lane's row of K/V tile ahead_tile
+  PagePosition ahead{0, 0};  // paged: this lane's row of K/V tile ahead_tile (pages of whole tiles: its first row)
   int ahead_tile = -1;
 
   __device__ __forceinline__ FwdSplitKvMainloop(const Offsets& off, u32 smem, const PackedRows& packed, int h_kv,
@@ -110,6 +110,25 @@ struct FwdSplitKvMainloop {
     const int n0 = n_block * Cfg::kBlockN;
     const int rows_valid = off.seqlen_k() - n0;
     const u32 s_k = s_kv + stage * Layout::kStageBytes;
+#ifdef FLASHGEN_PAGED_WHOLE_TILES  // a switch until the GPU has timed it (docs/perf-notes.md, "Session 25")
+    if constexpr (Cfg::kPaged) {
+      // Pages of whole tiles (page_size a multiple of kBlockN, the same for every CTA): the
+      // tile is kBlockN consecutive rows of one page, copied as a dense tile from there. One
+      // block-table lookup per tile (every thread the same entry, a tile ahead) instead of
+      // the rows' gather, whose per-row addresses and shuffles dense caches do without (the
+      // 8 x 16 decode ran 10 % slower at page 256 than over a dense cache: docs/perf-notes.md,
+      // "Session 25").
+      if (p.page_size % Cfg::kBlockN == 0) {
+        const PagePosition at = ahead_tile == n_block ? ahead : off.key_page(n0);
+        ahead = off.key_page(n0 + Cfg::kBlockN);  // used by the next call, a tile later
+        ahead_tile = n_block + 1;
+        const auto rows = off.kv_rows_at(h_kv, at);
+        load_kv_tiles<typename Layout::KV, Cfg::kThreads, Cfg::kHeadDim, Cfg::kVecLoad>(
+            s_k, rows.k, p.k_stride.row, rows.v, p.v_stride.row, 0, rows_valid, tid);
+        return;
+      }
+    }
+#endif
     if constexpr (kPagesAhead) {
       const int row = KvRowOrder::row(tid >> 5, tid & 31);
       const PagePosition at = ahead_tile == n_block ? ahead : off.key_page(n0 + row);

@@ -233,8 +233,12 @@ TEST_P(KvCacheGpu, ForwardMatchesTheOracle) {
 
 std::vector<KvCase> cases() {
   return {
-      // Decode over paged caches: page sizes 1, 7, 16, 256; GQA 4:1 and 8:1; split keys.
+      // Decode over paged caches: page sizes 1, 7, 16, 32, 64, 128, 256 (pages of whole K/V
+      // tiles, a multiple of block_n, load as dense tiles; others by rows); GQA 4:1 and 8:1;
+      // split keys; the speculative 16 positions x 4 heads (64-row tiles) both ways.
       {128, 1, 3000, 5, 32, 8, 16, true},
+      {128, 16, 3000, 3, 32, 8, 128, true},
+      {128, 16, 1500, 2, 32, 8, 16, true, true},
       {128, 1, 2049, 4, 8, 1, 256, true, true},
       {64, 4, 700, 4, 16, 4, 7, true, true, -1, -1, 0.0f, DType::f16},
       {128, 2, 300, 3, 4, 4, 1, false},
