@@ -12,7 +12,8 @@
 # latency per variant (bench/cold_start.py), compiled and from the wheel's kernel set built here;
 # ab: bench/ab_variants.py of this tree's library against the revision bench/stage-base.sh staged
 # in .ab-base (carried), AB_ARGS its options (default D 64/128/256, N 4k/16k, 3 rounds); decode with
-# AB_VARIANTS: bench/decode.py once per -D variant and round (AB_ROUNDS, default 2) instead; ab with
+# AB_VARIANTS: bench/decode.py once per variant (-D flags, FLASHGEN_ variables) and round (AB_ROUNDS,
+# default 2) instead; ab with
 # AB_VARIANTS set ("name=-DFLAG=1;..."), the variants of this tree's library (a variant "@base"
 # is the staged revision's library: "base=@base;new=;x=-DFLAG=1" measures all three in turn);
 # env FA4=1 adds FlashAttention-4 to the benchmarks, BENCH_ARGS passes compare_sdpa.py options)
@@ -194,15 +195,21 @@ elif [[ $mode != tests && $mode != tune ]]; then
       2>&1 | tee "$out/bench.log" | tail -60
   fi
   if [[ $mode == decode && -n ${AB_VARIANTS:-} ]]; then
-    # -D variants of the decode kernels ("name=-DFLAG=1;..."; "name=" for none), each compiled
-    # into a kernel cache of its own, the list run AB_ROUNDS times in turn (default 2).
+    # Variants of the decode kernels ("name=-DFLAG=1;..."; "name=" for none), each compiled
+    # into a kernel cache of its own, the list run AB_ROUNDS times in turn (default 2). As in
+    # bench/ab_variants.py, words FLASHGEN_NAME=value set that variable (e.g. a pending
+    # patch's FLASHGEN_DECODE_TILE=64,64,8,5); the other words are the NVRTC flags.
     echo "== decode A/B: variants $AB_VARIANTS, ${AB_ROUNDS:-2} rounds (us, TB/s) =="
     IFS=';' read -r -a decode_variants <<<"$AB_VARIANTS"
     for ((round = 1; round <= ${AB_ROUNDS:-2}; ++round)); do
       for variant in "${decode_variants[@]}"; do
         name=${variant%%=*} flags=${variant#*=}
+        variables=() nvrtc_flags=()
+        for word in $flags; do
+          if [[ $word =~ ^FLASHGEN_[A-Z_]+= ]]; then variables+=("$word"); else nvrtc_flags+=("$word"); fi
+        done
         echo "-- $name (${flags:-no flags}), round $round --"
-        FLASHGEN_NVRTC_FLAGS=$flags FLASHGEN_CACHE_DIR=/tmp/flashgen-decode-$name \
+        env FLASHGEN_NVRTC_FLAGS="${nvrtc_flags[*]}" FLASHGEN_CACHE_DIR=/tmp/flashgen-decode-$name "${variables[@]}" \
           python3 "$root/bench/decode.py" --rep 50 --warmup 10 --out "$out/decode-$name-$round" 2>&1 |
           tee "$out/decode-$name-$round.log" | grep -E '^ *(B|[0-9]+) +(sq|[0-9]+) +(sk|[0-9]+) +[|]'
       done
