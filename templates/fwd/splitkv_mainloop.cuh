@@ -84,6 +84,7 @@ struct FwdSplitKvMainloop {
   int pos[kRT][2];  // query positions of this thread's C-fragment rows (the mask's rows)
   PagePosition ahead{0, 0};  // paged: this lane's row of K/V tile ahead_tile (pages of whole tiles: its first row)
   int ahead_tile = -1;
+  int ahead_slot = 0;  // pages of whole tiles: the block-table slot of `ahead`
 
   __device__ __forceinline__ FwdSplitKvMainloop(const Offsets& off, u32 smem, const PackedRows& packed, int h_kv,
                                                 int r0, int warp, int lane)
@@ -119,8 +120,18 @@ struct FwdSplitKvMainloop {
       // 8 x 16 decode ran 10 % slower at page 256 than over a dense cache: docs/perf-notes.md,
       // "Session 25").
       if (p.page_size % Cfg::kBlockN == 0) {
-        const PagePosition at = ahead_tile == n_block ? ahead : off.key_page(n0);
-        ahead = off.key_page(n0 + Cfg::kBlockN);  // used by the next call, a tile later
+        // The first tile divides; each next one is the next kBlockN rows of the page or row 0
+        // of the next slot's page, looked up only when it holds keys.
+        if (ahead_tile != n_block) {  // n0 < seqlen_k: a loaded tile holds keys
+          ahead_slot = n0 / p.page_size;
+          ahead = {off.slot_page(ahead_slot), n0 - ahead_slot * p.page_size};
+        }
+        const PagePosition at = ahead;
+        if (at.row + Cfg::kBlockN < p.page_size) {
+          ahead.row += Cfg::kBlockN;
+        } else if (n0 + Cfg::kBlockN < off.seqlen_k()) {
+          ahead = {off.slot_page(++ahead_slot), 0};
+        }
         ahead_tile = n_block + 1;
         const auto rows = off.kv_rows_at(h_kv, at);
         load_kv_tiles<typename Layout::KV, Cfg::kThreads, Cfg::kHeadDim, Cfg::kVecLoad>(

@@ -89,6 +89,11 @@ class KvCacheOffsets : public TensorRows<typename Select<kVarlen, PackedQueryRow
   __device__ __forceinline__ PagePosition key_page(int key) const {
     return page_position(this->p_, this->b_, min(key, seqlen_k_ - 1));
   }
+  // Paged: the page the block table names for slot `slot` (keys [slot, slot + 1) x page_size),
+  // a slot of the sequence's keys: key_page's lookup without the division.
+  __device__ __forceinline__ int slot_page(int slot) const {
+    return this->p_.block_table[this->b_ * this->p_.block_table_stride + slot];
+  }
   // Paged: the K and V rows at `at` (a key_page result) of KV head h_kv.
   __device__ __forceinline__ KvRows kv_rows_at(int h_kv, PagePosition at) const {
     const FlashAttentionParams& p = this->p_;
