@@ -17,9 +17,13 @@ namespace flash {
 struct PagePosition {
   int page, row;
 };
+// The page the block table names for slot `slot` (keys [slot, slot + 1) x page_size) of sequence b.
+__device__ __forceinline__ int slot_page(const FlashAttentionParams& p, int b, int slot) {
+  return p.block_table[b * p.block_table_stride + slot];
+}
 __device__ __forceinline__ PagePosition page_position(const FlashAttentionParams& p, int b, int pos) {
   const unsigned slot = static_cast<unsigned>(pos) / static_cast<unsigned>(p.page_size);
-  return {p.block_table[b * p.block_table_stride + slot], pos - static_cast<int>(slot) * p.page_size};
+  return {slot_page(p, b, static_cast<int>(slot)), pos - static_cast<int>(slot) * p.page_size};
 }
 
 // Queries packed by cu_seqlens_q over a KV cache (a prefill chunk or decode step of each
@@ -89,11 +93,8 @@ class KvCacheOffsets : public TensorRows<typename Select<kVarlen, PackedQueryRow
   __device__ __forceinline__ PagePosition key_page(int key) const {
     return page_position(this->p_, this->b_, min(key, seqlen_k_ - 1));
   }
-  // Paged: the page the block table names for slot `slot` (keys [slot, slot + 1) x page_size),
-  // a slot of the sequence's keys: key_page's lookup without the division.
-  __device__ __forceinline__ int slot_page(int slot) const {
-    return this->p_.block_table[this->b_ * this->p_.block_table_stride + slot];
-  }
+  // Paged: the page of slot `slot` of the sequence's keys: key_page's lookup without the division.
+  __device__ __forceinline__ int slot_page(int slot) const { return flash::slot_page(this->p_, this->b_, slot); }
   // Paged: the K and V rows at `at` (a key_page result) of KV head h_kv.
   __device__ __forceinline__ KvRows kv_rows_at(int h_kv, PagePosition at) const {
     const FlashAttentionParams& p = this->p_;
