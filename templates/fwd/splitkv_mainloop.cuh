@@ -77,6 +77,9 @@ struct FwdSplitKvMainloop {
   // math instead of sitting between the ring's barrier and the tile's cp.async.
   using KvRowOrder = WarpRowOrder<typename Layout::KV, Cfg::kThreads>;
   static constexpr bool kPagesAhead = Cfg::kPaged && Cfg::kVecLoad && KvRowOrder::kApplies;
+  // The gather in OwnRowOrder instead: each thread looks up its own row (no shuffles).
+  using OwnRows = OwnRowOrder<typename Layout::KV, Cfg::kThreads>;
+  static constexpr bool kOwnRows = Cfg::kPaged && Cfg::kVecLoad && OwnRows::kApplies;
 
   u32 s_q, s_kv;
   const u16 *k, *v;  // dense caches: row 0 of the KV head
@@ -138,6 +141,17 @@ struct FwdSplitKvMainloop {
             s_k, rows.k, p.k_stride.row, rows.v, p.v_stride.row, 0, rows_valid, tid);
         return;
       }
+    }
+#endif
+#ifdef FLASHGEN_PAGED_OWN_ROWS  // a switch until the GPU has timed it (docs/perf-notes.md, "Session 25")
+    if constexpr (kOwnRows) {
+      const int row = OwnRows::row(tid);
+      const PagePosition at = ahead_tile == n_block ? ahead : off.key_page(n0 + row);
+      ahead = off.key_page(n0 + Cfg::kBlockN + row);  // used by the next call, a tile later
+      ahead_tile = n_block + 1;
+      load_kv_own_row<typename Layout::KV, Cfg::kThreads, Cfg::kHeadDim>(
+          s_k, s_k + Layout::KV::kBytes, at, [&](PagePosition a) { return off.kv_rows_at(h_kv, a); }, rows_valid, tid);
+      return;
     }
 #endif
     if constexpr (kPagesAhead) {
