@@ -77,7 +77,8 @@ struct FwdSplitKvMainloop {
   // math instead of sitting between the ring's barrier and the tile's cp.async.
   using KvRowOrder = WarpRowOrder<typename Layout::KV, Cfg::kThreads>;
   static constexpr bool kPagesAhead = Cfg::kPaged && Cfg::kVecLoad && KvRowOrder::kApplies;
-  // The gather in OwnRowOrder instead: each thread looks up its own row (no shuffles).
+  // The copies in OwnRowOrder instead (-DFLASHGEN_OWN_ROWS): each thread copies chunks of one
+  // row, so a paged gather looks each row up in the thread that copies it (no shuffles).
   using OwnRows = OwnRowOrder<typename Layout::KV, Cfg::kThreads>;
   static constexpr bool kOwnRows = Cfg::kPaged && Cfg::kVecLoad && OwnRows::kApplies;
 
@@ -143,7 +144,7 @@ struct FwdSplitKvMainloop {
       }
     }
 #endif
-#ifdef FLASHGEN_PAGED_OWN_ROWS  // a switch until the GPU has timed it (docs/perf-notes.md, "Session 25")
+#ifdef FLASHGEN_OWN_ROWS  // a switch until the GPU has timed it (docs/perf-notes.md, "Session 25")
     if constexpr (kOwnRows) {
       const int row = OwnRows::row(tid);
       const PagePosition at = ahead_tile == n_block ? ahead : off.key_page(n0 + row);
@@ -167,6 +168,14 @@ struct FwdSplitKvMainloop {
       load_kv_row_pairs<KV, Cfg::kThreads, Cfg::kHeadDim, Cfg::kVecLoad>(
           s_k, s_k + KV::kBytes, [&](int r) { return off.kv_rows(h_kv, n0 + r); }, rows_valid, tid);
     } else {
+#ifdef FLASHGEN_OWN_ROWS
+      if constexpr (Cfg::kVecLoad && OwnRows::kApplies) {  // a dense cache in OwnRowOrder too
+        const int key = min(n0 + OwnRows::row(tid), off.seqlen_k() - 1);  // past the keys: not read
+        load_kv_own_row<typename Layout::KV, Cfg::kThreads, Cfg::kHeadDim>(
+            s_k, s_k + Layout::KV::kBytes, key, [&](int r) { return off.kv_rows(h_kv, r); }, rows_valid, tid);
+        return;
+      }
+#endif
       load_kv_tiles<typename Layout::KV, Cfg::kThreads, Cfg::kHeadDim, Cfg::kVecLoad>(
           s_k, k, p.k_stride.row, v, p.v_stride.row, n0, rows_valid, tid);
     }
