@@ -120,14 +120,16 @@ KernelSpec dkdv_spec(const ProblemKey& p, Arch arch) {
   // sm_90a, d 64..128 in 16-byte rows: the warp-specialised dK/dV kernel (64x128 on 12 warps,
   // KernelSpec::warp_specialized; docs/perf-notes.md, "warp-specialised dK/dV"); with softcap
   // on 64-query tiles only (KernelSpec::problems() refuses d64's 128-query tiles there, whose
-  // registers the slope spills, and first_valid moves on to 64 x 128).
+  // registers the slope spills, and first_valid moves on to 64 x 128), above d64: at d96/d128
+  // it replaces mma.sync (4.0x at d128 on the H100), while d64's softcap kernel is the 8-warp
+  // wgmma one, not yet timed against it (docs/perf-notes.md, "Session 25").
   // d64: FA3's 128-query tiles, half the work items per K/V tile, so half the per-item
   // barriers, dS^T stores and dQ reductions (`flashgen tune` on the H200: +8-12 % unmasked,
   // causal +7-10 % at N = 4k/16k; docs/perf-notes.md, "128-query tiles").
   // (d128's 80-query tiles, FA3's and FA4's unmasked choice, ran 0.4-0.9 % slower at N = 4k
   // and within the noise at 16k on the H100: a tuning candidate, not the default;
   // docs/perf-notes.md, "80 x 128".)
-  if (arch == Arch::sm_90a && d >= 64 && d <= 128 && p.head_dim % 8 == 0)
+  if (arch == Arch::sm_90a && d >= 64 && d <= 128 && p.head_dim % 8 == 0 && (!p.softcap || d > 64))
     return first_valid(s, {d == 64 ? Tiles{128, 128, 12, 2} : Tiles{64, 128, 12, 2}, {64, 128, 12, 2},
                            {64, 128, 8, 2}, {64, 64, 8, 2}});
   // 64x128 on 8 warps is wgmma on sm_90a (two warpgroups, KernelSpec::uses_wgmma) at d64, d96
