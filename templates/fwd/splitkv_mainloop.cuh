@@ -107,6 +107,16 @@ struct FwdSplitKvMainloop {
     cp_async_commit();
   }
 
+  // Paged: the place of row `row` of K/V tile n_block, looked up a tile ahead by the previous
+  // call (the tiles come in order), and the same row of the next tile looked up for the next.
+  __device__ __forceinline__ PagePosition row_page_ahead(const Offsets& off, int n_block, int row) {
+    const int n0 = n_block * Cfg::kBlockN;
+    const PagePosition at = ahead_tile == n_block ? ahead : off.key_page(n0 + row);
+    ahead = off.key_page(n0 + Cfg::kBlockN + row);
+    ahead_tile = n_block + 1;
+    return at;
+  }
+
   // Producer: K/V tile n_block into `stage` (all threads). A paged cache gathers the tile's
   // rows from their pages; rows past the keys are zero-filled and name no page.
   // The tiles are loaded in order (n_block, n_block + 1, ...), so the lookup ahead is the next one's.
@@ -146,20 +156,14 @@ struct FwdSplitKvMainloop {
 #endif
 #ifdef FLASHGEN_OWN_ROWS  // a switch until the GPU has timed it (docs/perf-notes.md, "Session 25")
     if constexpr (kOwnRows) {
-      const int row = OwnRows::row(tid);
-      const PagePosition at = ahead_tile == n_block ? ahead : off.key_page(n0 + row);
-      ahead = off.key_page(n0 + Cfg::kBlockN + row);  // used by the next call, a tile later
-      ahead_tile = n_block + 1;
+      const PagePosition at = row_page_ahead(off, n_block, OwnRows::row(tid));
       load_kv_own_row<typename Layout::KV, Cfg::kThreads, Cfg::kHeadDim>(
           s_k, s_k + Layout::KV::kBytes, at, [&](PagePosition a) { return off.kv_rows_at(h_kv, a); }, rows_valid, tid);
       return;
     }
 #endif
     if constexpr (kPagesAhead) {
-      const int row = KvRowOrder::row(tid >> 5, tid & 31);
-      const PagePosition at = ahead_tile == n_block ? ahead : off.key_page(n0 + row);
-      ahead = off.key_page(n0 + Cfg::kBlockN + row);  // used by the next call, a tile later
-      ahead_tile = n_block + 1;
+      const PagePosition at = row_page_ahead(off, n_block, KvRowOrder::row(tid >> 5, tid & 31));
       using KV = typename Layout::KV;
       load_kv_rows_by_lane<KV, Cfg::kThreads, Cfg::kHeadDim>(
           s_k, s_k + KV::kBytes, at, [&](PagePosition a) { return off.kv_rows_at(h_kv, a); }, rows_valid, tid);

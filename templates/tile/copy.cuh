@@ -159,8 +159,8 @@ __device__ __forceinline__ void load_kv_rows_by_lane(u32 s_k, u32 s_v, Place min
 template <class KV, int kThreads>
 struct OwnRowOrder {
   static constexpr int kThreadsPerRow = kThreads / KV::kRows;
-  static constexpr bool kApplies = kThreads % KV::kRows == 0 && kThreadsPerRow >= 1 && kThreadsPerRow <= 32 &&
-                                   KV::kChunks % kThreadsPerRow == 0;
+  static constexpr bool kApplies =
+      kThreads % KV::kRows == 0 && kThreadsPerRow <= 32 && KV::kChunks % kThreadsPerRow == 0;
   static constexpr int kChunksPerThread = kApplies ? KV::kChunks / kThreadsPerRow : 0;
   static __device__ __forceinline__ int row(int tid) { return tid / kThreadsPerRow; }
 };
