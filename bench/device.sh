@@ -13,7 +13,7 @@
 # ab: bench/ab_variants.py of this tree's library against the revision bench/stage-base.sh staged
 # in .ab-base (carried), AB_ARGS its options (default D 64/128/256, N 4k/16k, 3 rounds); decode with
 # AB_VARIANTS: bench/decode.py once per variant (-D flags, FLASHGEN_ variables) and round (AB_ROUNDS,
-# default 2) instead; ab with
+# default 2; DECODE_ARGS more bench/decode.py options) instead; ab with
 # AB_VARIANTS set ("name=-DFLAG=1;..."), the variants of this tree's library (a variant "@base"
 # is the staged revision's library: "base=@base;new=;x=-DFLAG=1" measures all three in turn);
 # env FA4=1 adds FlashAttention-4 to the benchmarks, BENCH_ARGS passes compare_sdpa.py options)
@@ -210,7 +210,7 @@ elif [[ $mode != tests && $mode != tune ]]; then
         done
         echo "-- $name (${flags:-no flags}), round $round --"
         env FLASHGEN_NVRTC_FLAGS="${nvrtc_flags[*]}" FLASHGEN_CACHE_DIR=/tmp/flashgen-decode-$name "${variables[@]}" \
-          python3 "$root/bench/decode.py" --rep 50 --warmup 10 --out "$out/decode-$name-$round" 2>&1 |
+          python3 "$root/bench/decode.py" --rep 50 --warmup 10 --out "$out/decode-$name-$round" ${DECODE_ARGS:-} 2>&1 |
           tee "$out/decode-$name-$round.log" | grep -E '^ *(B|[0-9]+) +(sq|[0-9]+) +(sk|[0-9]+) +[|]'
       done
     done

@@ -42,6 +42,9 @@ std::string spec_struct(const KernelSpec& s) {
   add("bool", "kWgmma", s.uses_wgmma() ? "true" : "false", "Hopper warpgroup products (sm_90a) instead of mma.sync");
   add("bool", "kOOverV", s.o_staged_over_v() ? "true" : "false",
       "the persistent forward stages O over its V ring (no room for a tile of its own)");
+  if (s.pass == Pass::fwd_splitkv)
+    add("int", "kDecodeKeySlices", std::to_string(s.decode_key_slices()),
+        "warps that split each K/V tile's keys (the others split the rows: KernelSpec::decode_key_slices)");
   out += "};\n";
   return out;
 }

@@ -120,16 +120,16 @@ KernelSpec dkdv_spec(const ProblemKey& p, Arch arch) {
   // sm_90a, d 64..128 in 16-byte rows: the warp-specialised dK/dV kernel (64x128 on 12 warps,
   // KernelSpec::warp_specialized; docs/perf-notes.md, "warp-specialised dK/dV"); with softcap
   // on 64-query tiles only (KernelSpec::problems() refuses d64's 128-query tiles there, whose
-  // registers the slope spills, and first_valid moves on to 64 x 128), above d64: at d96/d128
-  // it replaces mma.sync (4.0x at d128 on the H100), while d64's softcap kernel is the 8-warp
-  // wgmma one, not yet timed against it (docs/perf-notes.md, "Session 25").
+  // registers the slope spills, and first_valid moves on to 64 x 128): on the H100 4.0x the
+  // mma.sync kernel at d128 (session 25) and 1.42x the 8-warp wgmma kernel at d64 (6.1 against
+  // 8.8 ms at 4k, 24.0 against 34.0 at 16k; docs/perf-notes.md, "Session 26").
   // d64: FA3's 128-query tiles, half the work items per K/V tile, so half the per-item
   // barriers, dS^T stores and dQ reductions (`flashgen tune` on the H200: +8-12 % unmasked,
   // causal +7-10 % at N = 4k/16k; docs/perf-notes.md, "128-query tiles").
   // (d128's 80-query tiles, FA3's and FA4's unmasked choice, ran 0.4-0.9 % slower at N = 4k
   // and within the noise at 16k on the H100: a tuning candidate, not the default;
   // docs/perf-notes.md, "80 x 128".)
-  if (arch == Arch::sm_90a && d >= 64 && d <= 128 && p.head_dim % 8 == 0 && (!p.softcap || d > 64))
+  if (arch == Arch::sm_90a && d >= 64 && d <= 128 && p.head_dim % 8 == 0)
     return first_valid(s, {d == 64 ? Tiles{128, 128, 12, 2} : Tiles{64, 128, 12, 2}, {64, 128, 12, 2},
                            {64, 128, 8, 2}, {64, 64, 8, 2}});
   // 64x128 on 8 warps is wgmma on sm_90a (two warpgroups, KernelSpec::uses_wgmma) at d64, d96
@@ -142,8 +142,9 @@ KernelSpec dkdv_spec(const ProblemKey& p, Arch arch) {
   // the element-wise loads: those keep mma.sync).
   if (arch == Arch::sm_90a && d == 256 && !p.softcap && p.head_dim % 8 == 0)
     return first_valid(s, {{64, 64, 12, 2}, {64, 64, 8, 2}, {64, 64, 8, 1}});
-  // d64 on sm_90a: 128-query tiles halve the per-tile costs (barrier, dS^T store, dQ atomics'
-  // waits); the softcap slope makes them spill (196 bytes), so softcap keeps 64 queries.
+  // d64 on sm_90a (head dims of no 16-byte rows): 128-query tiles halve the per-tile costs
+  // (barrier, dS^T store, dQ atomics' waits); the softcap slope makes them spill (196 bytes), so
+  // softcap keeps 64 queries.
   if (arch == Arch::sm_90a && d == 64 && !p.softcap) return first_valid(s, {{128, 128, 8, 2}, {64, 128, 8, 2}});
   // With the softcap slope and no dQ product, ptxas fits 64x128 on 8 warps (mma.sync) into
   // 255 registers only with 8 bytes of spills on sm_80/86/89; 64x64 keeps 40 to spare.
@@ -199,10 +200,17 @@ KernelSpec splitkv_spec(const ProblemKey& p, Arch arch) {
     return first_valid(s, {{32, 64, 4, 3}, {32, 64, 4, 2}, {32, 64, 4, 1}});
   }
   if (d <= 64) return first_valid(s, {{64, 64, 8, 3}, {64, 64, 8, 2}, {32, 64, 4, 2}});
-  // 64 keys per tile at d72..d128 too: 16 speculative positions x 4 heads (B 8, 16k keys) ran
-  // in 195 instead of 225 us (2.76 TB/s) on the H200, 2026-12-03; forcing more splits of the
-  // 32-key tiles had not helped (230-242 us at 2..8), the per-tile overhead was the bound.
-  // 218-255 registers, no spill (sm_80, sm_90a); sm_86/89's 99 KB take the 32-key tiles.
+  // d72..d128: 128-key tiles on 4 row groups x 2 key slices (KernelSpec::decode_key_slices).
+  // 16 speculative positions x 4 heads (B 8, 16k keys) on an H100, 3 rounds: paged 16 206 us
+  // against 222 for 64-key tiles, paged 256 202 against 218-223, dense 199-200 against 200-201
+  // (half the tiles: half the ring barriers, page lookups and per-tile softmax work; 206
+  // registers, no spill). 64-key tiles in turn had beaten 32-key ones (195 against 225 us on
+  // the H200, 2026-12-03). Deeper rings (s5 at 64 keys: 209 us), 16 warps (213), two CTAs of 4
+  // warps per SM (209) measured slower: docs/perf-notes.md, "Session 26". sm_86/89's 99 KB take
+  // the 32-key tiles. Head dims of no 16-byte rows stage K/V in registers: 128-key tiles spill
+  // there (d111: 255 registers, 4 bytes), so they keep 64 keys.
+  if (p.head_dim % 8 == 0)
+    return first_valid(s, {{64, 128, 8, 2}, {64, 64, 8, 3}, {64, 32, 8, 3}, {64, 32, 8, 2}, {32, 64, 4, 1}});
   return first_valid(s, {{64, 64, 8, 3}, {64, 32, 8, 3}, {64, 32, 8, 2}, {32, 64, 4, 1}});
 }
 

@@ -251,6 +251,17 @@ int KernelSpec::min_blocks_per_sm() const {
   return accumulators_per_thread() <= 80 && 2 * shared_memory_bytes() <= max_shared_memory(arch) ? 2 : 1;
 }
 
+int KernelSpec::decode_key_slices() const {
+  const int most = std::max(1, std::min(warps, block_n / 16));
+  for (int slices = most; slices >= 1; --slices) {
+    const int groups = warps / slices;
+    if (warps % slices != 0 || block_m % groups != 0 || (block_m / groups) % 16 != 0) continue;
+    const int rows = block_m / groups;
+    if ((rows * padded_head_dim() + rows * block_n / slices) / 32 <= kDecodeAccumulatorBudget) return slices;
+  }
+  return most;  // none fits: problems() names what is wrong
+}
+
 int KernelSpec::accumulators_per_thread() const {
   const int d = padded_head_dim(), m = block_m, n = block_n;
   const int consumer_threads = threads() - (warp_specialized() ? 128 : 0);

@@ -71,6 +71,11 @@ inline int padded_head_dim(std::int64_t head_dim) {
 }
 
 // One kernel: the problem's options plus the pass, tiles and target (spec_fields.h).
+// fp32 O and S values a split-KV decode thread may hold: ptxas fits 144 (d128, 32 rows x 16
+// keys a warp) in 245 registers without spilling, 160 (32 rows x 32 keys) spill at 255. So a
+// 64 x 128 tile of 8 warps splits into 4 row groups x 2 key slices of 64 keys, not 2 x 4.
+inline constexpr int kDecodeAccumulatorBudget = 144;
+
 struct KernelSpec : ProblemOptions {
   Pass pass = Pass::fwd;
   int block_m = 128;
@@ -108,10 +113,11 @@ struct KernelSpec : ProblemOptions {
   int consumer_warpgroups() const {
     return !warp_specialized() ? 0 : pass == Pass::fwd ? block_m / 64 : block_n / 64;
   }
-  // The split-KV decode's warps (templates/fwd/splitkv_mainloop.cuh): min(warps, block_n / 16)
-  // key slices of each K/V tile times row groups of the packed query tile; a warp owns
-  // block_m / row groups rows and one key slice.
-  int decode_key_slices() const { return std::min(warps, block_n / 16); }
+  // The split-KV decode's warps (templates/fwd/splitkv_mainloop.cuh): key slices of each K/V
+  // tile times row groups of the packed query tile; a warp owns block_m / row groups rows and
+  // one key slice. The most slices (at most min(warps, block_n / 16)) whose warps hold whole
+  // 16-row slices and at most kDecodeAccumulatorBudget O and S values per thread.
+  int decode_key_slices() const;
   int decode_warp_rows() const { return block_m / std::max(1, warps / std::max(1, decode_key_slices())); }
   // CTAs per SM the kernel is compiled for (the second argument of __launch_bounds__): 2 for
   // the sm_90a forward on 8 warps whose O and S tiles fit 128 registers per thread and whose

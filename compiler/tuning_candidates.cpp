@@ -30,7 +30,7 @@ int accumulator_budget(const KernelSpec& s) {
     case Pass::fwd: return 128;
     case Pass::bwd_dkdv: return 160;
     case Pass::bwd_dq: return 144;
-    case Pass::fwd_splitkv: return 128;
+    case Pass::fwd_splitkv: return kDecodeAccumulatorBudget;
     case Pass::bwd_preprocess:
     case Pass::bwd_dq_convert:
     case Pass::fwd_combine:

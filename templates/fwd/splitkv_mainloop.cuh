@@ -25,7 +25,7 @@ template <class Cfg>
 struct FwdSplitKvMainloop {
   using Offsets = KvCacheOffsets<Cfg::kPaged, Cfg::kVarlen>;
   static_assert(!Cfg::kWgmma, "mma.sync: each warp multiplies all rows of the tile by its slice of keys");
-  static constexpr int kKeySlices = Cfg::kWarps < Cfg::kBlockN / 16 ? Cfg::kWarps : Cfg::kBlockN / 16;
+  static constexpr int kKeySlices = Cfg::kDecodeKeySlices;  // the host's split (KernelSpec::decode_key_slices)
   static constexpr int kRowGroups = Cfg::kWarps / kKeySlices;
   static constexpr int kWarpRows = Cfg::kBlockM / kRowGroups;
   static constexpr int kWarpKeys = Cfg::kBlockN / kKeySlices;  // keys of a K/V tile per warp
@@ -77,10 +77,6 @@ struct FwdSplitKvMainloop {
   // math instead of sitting between the ring's barrier and the tile's cp.async.
   using KvRowOrder = WarpRowOrder<typename Layout::KV, Cfg::kThreads>;
   static constexpr bool kPagesAhead = Cfg::kPaged && Cfg::kVecLoad && KvRowOrder::kApplies;
-  // The copies in OwnRowOrder instead (-DFLASHGEN_OWN_ROWS): each thread copies chunks of one
-  // row, so a paged gather looks each row up in the thread that copies it (no shuffles).
-  using OwnRows = OwnRowOrder<typename Layout::KV, Cfg::kThreads>;
-  static constexpr bool kOwnRows = Cfg::kPaged && Cfg::kVecLoad && OwnRows::kApplies;
 
   u32 s_q, s_kv;
   const u16 *k, *v;  // dense caches: row 0 of the KV head
@@ -125,14 +121,13 @@ struct FwdSplitKvMainloop {
     const int n0 = n_block * Cfg::kBlockN;
     const int rows_valid = off.seqlen_k() - n0;
     const u32 s_k = s_kv + stage * Layout::kStageBytes;
-#ifdef FLASHGEN_PAGED_WHOLE_TILES  // a switch until the GPU has timed it (docs/perf-notes.md, "Session 25")
     if constexpr (Cfg::kPaged) {
       // Pages of whole tiles (page_size a multiple of kBlockN, the same for every CTA): the
       // tile is kBlockN consecutive rows of one page, copied as a dense tile from there. One
       // block-table lookup per tile (every thread the same entry, a tile ahead) instead of
-      // the rows' gather, whose per-row addresses and shuffles dense caches do without (the
-      // 8 x 16 decode ran 10 % slower at page 256 than over a dense cache: docs/perf-notes.md,
-      // "Session 25").
+      // the rows' gather, whose per-row addresses and shuffles dense caches do without. The
+      // 8 x 16 decode at page 256 on an H100: 210-214 against 218-223 us on 64-key tiles, 201
+      // against 202-204 on 128-key tiles (docs/perf-notes.md, "Session 26").
       if (p.page_size % Cfg::kBlockN == 0) {
         // The first tile divides; each next one is the next kBlockN rows of the page or row 0
         // of the next slot's page, looked up only when it holds keys.
@@ -153,15 +148,6 @@ struct FwdSplitKvMainloop {
         return;
       }
     }
-#endif
-#ifdef FLASHGEN_OWN_ROWS  // a switch until the GPU has timed it (docs/perf-notes.md, "Session 25")
-    if constexpr (kOwnRows) {
-      const PagePosition at = row_page_ahead(off, n_block, OwnRows::row(tid));
-      load_kv_own_row<typename Layout::KV, Cfg::kThreads, Cfg::kHeadDim>(
-          s_k, s_k + Layout::KV::kBytes, at, [&](PagePosition a) { return off.kv_rows_at(h_kv, a); }, rows_valid, tid);
-      return;
-    }
-#endif
     if constexpr (kPagesAhead) {
       const PagePosition at = row_page_ahead(off, n_block, KvRowOrder::row(tid >> 5, tid & 31));
       using KV = typename Layout::KV;
@@ -172,14 +158,6 @@ struct FwdSplitKvMainloop {
       load_kv_row_pairs<KV, Cfg::kThreads, Cfg::kHeadDim, Cfg::kVecLoad>(
           s_k, s_k + KV::kBytes, [&](int r) { return off.kv_rows(h_kv, n0 + r); }, rows_valid, tid);
     } else {
-#ifdef FLASHGEN_OWN_ROWS
-      if constexpr (Cfg::kVecLoad && OwnRows::kApplies) {  // a dense cache in OwnRowOrder too
-        const int key = min(n0 + OwnRows::row(tid), off.seqlen_k() - 1);  // past the keys: not read
-        load_kv_own_row<typename Layout::KV, Cfg::kThreads, Cfg::kHeadDim>(
-            s_k, s_k + Layout::KV::kBytes, key, [&](int r) { return off.kv_rows(h_kv, r); }, rows_valid, tid);
-        return;
-      }
-#endif
       load_kv_tiles<typename Layout::KV, Cfg::kThreads, Cfg::kHeadDim, Cfg::kVecLoad>(
           s_k, k, p.k_stride.row, v, p.v_stride.row, n0, rows_valid, tid);
     }

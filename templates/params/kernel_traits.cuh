@@ -1,6 +1,7 @@
 // What every kernel derives from the generated Spec (the KernelSpec's fields and the
 // host-derived constants: kHeadDim, kHeadDimPadded, kBlockM, kBlockN, kWarps, kStages,
-// kCausal, kWindow, kSoftcap, kDeterministic, kPaged, kVarlen, kIsBf16, kVecLoad, kWgmma, kOOverV). Kernels and
+// kCausal, kWindow, kSoftcap, kDeterministic, kPaged, kVarlen, kIsBf16, kVecLoad, kWgmma, kOOverV;
+// fwd_splitkv: kDecodeKeySlices). Kernels and
 // their pieces are templates over these traits; nothing is configured by globals.
 #pragma once
 

@@ -151,39 +151,6 @@ __device__ __forceinline__ void load_kv_rows_by_lane(u32 s_k, u32 s_v, Place min
   }
 }
 
-// Another order of the paged gather: every thread copies chunks of one row only (kThreads /
-// kRows threads a row, interleaved so that a warp's lanes cover neighbouring chunks of 32 /
-// kThreadsPerRow rows), so each thread looks its row up itself, with no shuffle, and computes
-// the row's addresses once per tile. Shared memory: the rows' (row % 8) swizzle spreads each
-// copy's chunks over all eight bank groups.
-template <class KV, int kThreads>
-struct OwnRowOrder {
-  static constexpr int kThreadsPerRow = kThreads / KV::kRows;
-  static constexpr bool kApplies =
-      kThreads % KV::kRows == 0 && kThreadsPerRow <= 32 && KV::kChunks % kThreadsPerRow == 0;
-  static constexpr int kChunksPerThread = kApplies ? KV::kChunks / kThreadsPerRow : 0;
-  static __device__ __forceinline__ int row(int tid) { return tid / kThreadsPerRow; }
-};
-
-// load_kv_row_pairs (kVec) in OwnRowOrder: `mine` is the place of this thread's row,
-// rows_at(place) the {k, v} row pointers there.
-template <class KV, int kThreads, int kCols, class Place, class RowsAt>
-__device__ __forceinline__ void load_kv_own_row(u32 s_k, u32 s_v, Place mine, const RowsAt& rows_at, int rows_valid,
-                                                int tid) {
-  using Order = OwnRowOrder<KV, kThreads>;
-  static_assert(Order::kApplies, "whole rows per thread group");
-  const int row = Order::row(tid), c0 = tid % Order::kThreadsPerRow;
-  const auto kv = rows_at(mine);  // a row past the keys: the last key's place, not read
-  const bool row_ok = row < rows_valid;
-#pragma unroll
-  for (int j = 0; j < Order::kChunksPerThread; ++j) {
-    const int c = c0 + j * Order::kThreadsPerRow;
-    const bool valid = row_ok && c * 8 < kCols;
-    cp_async16(s_k + KV::chunk(row, c), kv.k + c * 8, valid);
-    cp_async16(s_v + KV::chunk(row, c), kv.v + c * 8, valid);
-  }
-}
-
 // Eight fp32 values rounded to 16 bits by Element into columns c*8.. (c*8 < kCols) of a global
 // row, those below kCols; with kVec (kCols % 8 == 0) one 16-byte store.
 template <class Element, int kCols, bool kVec>

@@ -41,8 +41,8 @@ TEST(SplitCount, BalancesOverTheSmsAndHonoursTheCallersCount) {
 }
 
 TEST(SplitCount, PagedCachesBalanceOverTheSmsAsDenseOnesDo) {
-  // Speculative decoding: 16 positions x 4 heads = 64 rows, one 64x64 tile per KV head: 64
-  // CTAs of 140 KB shared memory, one per SM: 2 splits fill the 132 SMs once.
+  // Speculative decoding: 16 positions x 4 heads = 64 rows, one 64x128 tile per KV head: 64
+  // CTAs of 144 KB shared memory, one per SM: 2 splits fill the 132 SMs once.
   const Problem p = decode(8, 16, 16384, true);
   const std::vector<KernelSpec> specs = specs_of(p);
   ASSERT_EQ(specs.at(0).block_m, 64);

@@ -301,6 +301,75 @@ TEST(KernelSelection, DkdvTakes128QueryTilesAtD64) {
   EXPECT_EQ(dkdv(96, true, false, false), 64);
 }
 
+// Softcap's dK/dV at d64..d128 on sm_90a: the warp-specialised kernel on 64-query tiles (1.4x
+// the 8-warp wgmma kernel at d64, 4x mma.sync at d128 on the H100), masked or not.
+TEST(KernelSelection, DkdvWithSoftcapIsWarpSpecialisedOn64QueryTiles) {
+  for (int d : {64, 96, 128})
+    for (bool causal : {false, true}) {
+      ProblemKey k;
+      k.head_dim = d;
+      k.dtype = DType::bf16;
+      k.softcap = true;
+      k.causal = causal;
+      const KernelSpec s = select_backward_kernels(k, Arch::sm_90a)[1];
+      EXPECT_TRUE(s.warp_specialized()) << s.uri();
+      EXPECT_EQ(s.block_m, 64) << s.uri();
+      EXPECT_TRUE(s.problems().empty()) << s.uri();
+    }
+}
+
+// The split-KV decode's warps split the keys as finely as the accumulator budget lets them:
+// the rows of a warp times (head dim + its keys) stay within kDecodeAccumulatorBudget.
+TEST(KernelSpec, DecodeWarpsSplitKeysWithinTheAccumulatorBudget) {
+  auto splitkv = [](int d, int m, int n, int w) {
+    KernelSpec s;
+    s.pass = Pass::fwd_splitkv;
+    s.head_dim = d;
+    s.arch = Arch::sm_90a;
+    s.block_m = m;
+    s.block_n = n;
+    s.warps = w;
+    s.stages = 2;
+    return s;
+  };
+  struct Want {
+    int d, m, n, w, slices, rows;
+  };
+  for (const Want& c : {Want{128, 64, 128, 8, 2, 16},  // 4 slices: 32 rows x (128 + 32) / 32 = 160 fp32 values
+                        Want{128, 64, 64, 8, 4, 32},   // 32 x (128 + 16) / 32 = 144: the budget itself
+                        Want{64, 64, 128, 8, 4, 32},   // 32 x (64 + 32) / 32 = 96
+                        Want{128, 16, 64, 4, 4, 16}, Want{64, 16, 128, 4, 4, 16}, Want{256, 32, 64, 8, 4, 16},
+                        Want{128, 32, 64, 4, 4, 32}}) {
+    const KernelSpec s = splitkv(c.d, c.m, c.n, c.w);
+    EXPECT_EQ(s.decode_key_slices(), c.slices) << s.uri();
+    EXPECT_EQ(s.decode_warp_rows(), c.rows) << s.uri();
+    EXPECT_LE(s.accumulators_per_thread(), kDecodeAccumulatorBudget) << s.uri();
+    EXPECT_TRUE(s.problems().empty()) << s.uri() << ": " << (s.problems().empty() ? "" : s.problems()[0]);
+  }
+  // The generated source states the host's split for the template.
+  EXPECT_NE(generate_source(splitkv(128, 64, 128, 8)).source.find("kDecodeKeySlices = 2;"), std::string::npos);
+  // Speculative decoding at d72..d128 (16 positions x 4 heads: 64 packed rows) takes 128-key
+  // tiles where rows are 16-byte multiples, 64-key tiles otherwise (K/V staged in registers)
+  // and where 144 KB of shared memory do not fit (sm_86).
+  auto decode = [](int d, Arch arch) {
+    ProblemKey k;
+    k.head_dim = d;
+    k.dtype = DType::bf16;
+    k.heads_q = 32;
+    k.heads_kv = 8;
+    k.seqlen_q = 16;
+    k.seqlen_k = 16384;
+    const KernelSpec s = select_forward_kernels(k, arch).at(0);
+    EXPECT_EQ(s.pass, Pass::fwd_splitkv);
+    EXPECT_EQ(s.block_m, 64) << s.uri();
+    return s.block_n;
+  };
+  EXPECT_EQ(decode(128, Arch::sm_90a), 128);
+  EXPECT_EQ(decode(96, Arch::sm_80), 128);
+  EXPECT_EQ(decode(111, Arch::sm_90a), 64);
+  EXPECT_LT(decode(128, Arch::sm_86), 128);
+}
+
 // d128's 80-query dK/dV tile (FA3's, a tuning candidate) is a legal spec where it compiles
 // without spills: dense batches, and packed ones unmasked and not deterministic; elsewhere the
 // error names block_m and the variant. The selection keeps 64 (measured no faster).
