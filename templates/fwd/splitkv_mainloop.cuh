@@ -121,6 +121,7 @@ struct FwdSplitKvMainloop {
     const int n0 = n_block * Cfg::kBlockN;
     const int rows_valid = off.seqlen_k() - n0;
     const u32 s_k = s_kv + stage * Layout::kStageBytes;
+#ifdef FLASHGEN_PAGED_WHOLE_TILES  // timed (+4-5 % at page 256), not yet through the GPU tests: docs/perf-notes.md, "Session 26"
     if constexpr (Cfg::kPaged) {
       // Pages of whole tiles (page_size a multiple of kBlockN, the same for every CTA): the
       // tile is kBlockN consecutive rows of one page, copied as a dense tile from there. One
@@ -148,6 +149,7 @@ struct FwdSplitKvMainloop {
         return;
       }
     }
+#endif
     if constexpr (kPagesAhead) {
       const PagePosition at = row_page_ahead(off, n_block, KvRowOrder::row(tid >> 5, tid & 31));
       using KV = typename Layout::KV;
