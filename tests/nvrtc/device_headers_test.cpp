@@ -145,6 +145,14 @@ extern "C" __global__ void t(float* out) {
   out[threadIdx.x] = d[0][0];
 }
 )"},
+      {"arch/wgmma_desc.cuh", R"(
+struct Tile {
+  static constexpr int kBlockBytes = 64 * 128;
+};
+extern "C" __global__ void t(unsigned long long* out) {
+  out[threadIdx.x] = flash::desc_k_major<Tile>(threadIdx.x * 1024, 8, 16) + flash::desc_mn_major<Tile>(0, 16);
+}
+)"},
       {"arch/fence.cuh", R"(
 extern "C" __global__ void t() { flash::fence_async_shared(); }
 )"},

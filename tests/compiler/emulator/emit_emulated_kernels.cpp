@@ -1,5 +1,5 @@
 // Build step of the kernel-emulation test: writes the generated source of every kernel
-// the emulation cases select (sm_80) as C++ for the CPU emulator, in N shard files: the
+// the emulation cases select (for their arch) as C++ for the CPU emulator, in N shard files: the
 // device headers included once at the top (include/arch/ on the include path stands in for
 // the inline-PTX headers), each kernel's instantiation in its own namespace.
 // usage: emit_emulated_kernels OUT_DIR SHARDS
@@ -73,9 +73,9 @@ int main(int argc, char** argv) {
   std::vector<KernelSpec> specs;
   for (const test::EmulationCase& c : test::emulation_cases()) {
     const Problem p = problem_of(c);
-    std::vector<KernelLaunch> plan = plan_forward(ForwardArgs{}, p, Arch::sm_80, 1, nullptr);
+    std::vector<KernelLaunch> plan = plan_forward(ForwardArgs{}, p, c.arch, 1, nullptr);
     if (!p.kv_cache())  // a cache has no backward
-      for (const KernelLaunch& l : plan_backward(BackwardArgs{}, p, Arch::sm_80, nullptr)) plan.push_back(l);
+      for (const KernelLaunch& l : plan_backward(BackwardArgs{}, p, c.arch, nullptr)) plan.push_back(l);
     for (const KernelLaunch& l : plan)
       if (seen.insert(l.spec.uri()).second) specs.push_back(l.spec);
   }

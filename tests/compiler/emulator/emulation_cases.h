@@ -1,10 +1,11 @@
 // The problems the kernel-emulation test runs. The build emits (emit_emulated_kernels)
-// exactly the kernels these problems select for sm_80, so both sides share this list.
+// exactly the kernels these problems select for their arch, so both sides share this list.
 #pragma once
 
 #include <ostream>
 #include <vector>
 
+#include "compiler/kernel_spec.h"  // Arch
 #include "flashgen/flashgen.hpp"
 
 namespace flashgen::test {
@@ -25,6 +26,9 @@ struct EmulationCase {
   // 0 a dense (batch, seqlen_k, ...) cache, else a paged one of this page size. With varlen
   // only the queries are packed.
   int cache_page_size = -1;
+  // The arch the plan is made for: sm_90a runs the all-threads wgmma kernels (the emulator has
+  // wgmma, not TMA or mbarriers: only problems whose sm_90a kernels load by cp.async).
+  Arch arch = Arch::sm_80;
 };
 
 // Sequence b's keys in a KV-cache case: none, then shorter and shorter from the capacity.
@@ -35,7 +39,7 @@ inline int varlen_length(int bound, int b) { return b == 1 ? 0 : bound - (bound 
 
 inline void PrintTo(const EmulationCase& c, std::ostream* os) {
   *os << "d" << c.head_dim << " q" << c.seqlen_q << " k" << c.seqlen_k << " b" << c.batch << " h" << c.heads_q << "x"
-      << c.heads_kv;
+      << c.heads_kv << (c.arch == Arch::sm_80 ? "" : " sm_90a");
 }
 
 // Small shapes (the emulator runs every CUDA thread as a fiber) that still cross
@@ -90,6 +94,11 @@ inline std::vector<EmulationCase> emulation_cases() {
       {128, 1, 400, 3, 8, 2, false, -1, -1, 0.0f, DType::bf16, false, false, 2, false, 64},
       {64, 16, 520, 2, 8, 2, true, -1, -1, 0.0f, DType::f16, false, false, 2, false, 128},
       {256, 2, 300, 3, 4, 1, false, 50, 0, 20.0f, DType::bf16, false, false, 2, true, 128},
+      // sm_90a, head dims of no 16-byte rows (no TMA): the all-threads wgmma forward (128 x 128 on
+      // 8 warps, d124 padded to 128; 128 x 64 at d60) and dK/dV (two warpgroups of 64 keys; d60
+      // on 128-query tiles), dS^T stored by stmatrix, dQ by vector atomics.
+      {124, 150, 170, 2, 2, 1, true, -1, -1, 0.0f, DType::bf16, false, false, 1, false, -1, Arch::sm_90a},
+      {60, 130, 200, 1, 2, 2, false, 30, 20, 0.0f, DType::f16, false, false, 1, false, -1, Arch::sm_90a},
   };
 }
 

@@ -1,4 +1,4 @@
-// The generated sm_80 kernels, run on the CPU emulator (sm80_emulator.h) through the
+// The generated kernels (sm_80, and sm_90a where they load by cp.async), run on the CPU emulator (sm80_emulator.h) through the
 // same launch plans the GPU backend uses (runtime/launch_plan.h), against the fp64
 // oracle with FlashAttention's rule. Catches indexing, masking, pipeline and layout
 // bugs without a GPU; the gpu label checks the real hardware.
@@ -109,11 +109,12 @@ void run_plan(const std::vector<KernelLaunch>& plan) {
 }
 
 std::string name_of(const EmulationCase& c) {
-  return fmt::format("d{}_q{}_k{}_b{}_h{}x{}_{}{}{}{}{}{}{}{}", c.head_dim, c.seqlen_q, c.seqlen_k, c.batch, c.heads_q,
+  return fmt::format("d{}_q{}_k{}_b{}_h{}x{}_{}{}{}{}{}{}{}{}{}", c.head_dim, c.seqlen_q, c.seqlen_k, c.batch, c.heads_q,
                      c.heads_kv, c.dtype == DType::bf16 ? "bf16" : "fp16", c.causal ? "_causal" : "",
                      c.window_left >= 0 || c.window_right >= 0 ? "_window" : "", c.softcap > 0 ? "_softcap" : "",
                      c.deterministic ? "_det" : "", c.packed_qkv ? "_packed" : "", c.varlen ? "_varlen" : "",
-                     c.cache_page_size < 0 ? "" : fmt::format("_cache{}", c.cache_page_size));
+                     c.cache_page_size < 0 ? "" : fmt::format("_cache{}", c.cache_page_size),
+                     c.arch == Arch::sm_80 ? "" : "_sm90a");
 }
 
 // Packed sequences (ForwardArgs::varlen) of varlen_length() rows each, two spare rows after
@@ -161,14 +162,14 @@ void run_varlen(const EmulationCase& c, std::mt19937& rng) {
   fa.options.deterministic = c.deterministic;
   fa.varlen = seqs;
   const Problem p = validate_forward(fa);
-  run_plan(plan_forward(fa, p, Arch::sm_80, 1, nullptr));
+  run_plan(plan_forward(fa, p, c.arch, 1, nullptr));
   BackwardArgs ba;
   ba.q = fa.q, ba.k = fa.k, ba.v = fa.v, ba.o = fa.o, ba.lse = fa.lse, ba.options = fa.options, ba.varlen = seqs;
   ba.dout = rows(dout, total_q, c.heads_q);
   ba.dq = rows(dq, total_q, c.heads_q), ba.dk = rows(dk, total_k, c.heads_kv), ba.dv = rows(dv, total_k, c.heads_kv);
   const Problem pb = validate_backward(ba);
   std::vector<float> workspace(backward_workspace_bytes(pb) / sizeof(float), NAN);
-  run_plan(plan_backward(ba, pb, Arch::sm_80, workspace.data()));
+  run_plan(plan_backward(ba, pb, c.arch, workspace.data()));
 
   const int threads = std::max(1u, std::thread::hardware_concurrency());
   const PackedReference ref = packed_reference(p, cu_q, cu_k, qv, kv, vv, dov, threads);
@@ -246,7 +247,7 @@ void run_kv_cache(const EmulationCase& c, std::mt19937& rng) {
   for (Tensor* x : {&fa.q, &fa.k, &fa.v, &fa.o, &fa.lse, &fa.block_table, &fa.seqused_k, &fa.varlen.cu_seqlens_q})
     x->device = 0;
   const Problem p = validate_forward(fa);
-  const std::vector<KernelSpec> specs = select_forward_kernels(problem_key(p), Arch::sm_80);
+  const std::vector<KernelSpec> specs = select_forward_kernels(problem_key(p), c.arch);
   const int splits = split_count(p, specs, 132);
   EXPECT_GE(splits, c.min_splits);
   std::vector<float> workspace(forward_workspace_bytes(p, splits) / sizeof(float), NAN);
@@ -326,7 +327,7 @@ TEST_P(KernelEmulation, ForwardBackwardMatchOracle) {
   const Problem p = validate_forward(fa);
   // The decode cases' split count is sized for an H200's SMs, so that they run with splits.
   constexpr int kSmCount = 132;
-  const std::vector<KernelSpec> fwd_specs = select_forward_kernels(problem_key(p), Arch::sm_80);
+  const std::vector<KernelSpec> fwd_specs = select_forward_kernels(problem_key(p), c.arch);
   const int splits = split_count(p, fwd_specs, kSmCount);
   std::vector<float> fwd_workspace(forward_workspace_bytes(p, splits) / sizeof(float), NAN);
   if (c.min_splits > 1) {
@@ -347,7 +348,7 @@ TEST_P(KernelEmulation, ForwardBackwardMatchOracle) {
   ba.options = opt;
   const Problem pb = validate_backward(ba);
   std::vector<float> workspace(backward_workspace_bytes(pb) / sizeof(float), NAN);
-  run_plan(plan_backward(ba, pb, Arch::sm_80, workspace.data()));
+  run_plan(plan_backward(ba, pb, c.arch, workspace.data()));
 
   const int threads = std::max(1u, std::thread::hardware_concurrency());
   const std::vector<double> q64(qv.begin(), qv.end()), k64(kv.begin(), kv.end()), v64(vv.begin(), vv.end()),

@@ -76,6 +76,7 @@ void launch(Kernel k, dim3 grid, int threads, int smem_bytes, const FlashAttenti
         // Poisoned, so that a read of shared memory nothing wrote shows up as NaN.
         c->smem.assign(static_cast<std::size_t>(smem_bytes), 0xff);
         c->warps.resize(static_cast<std::size_t>((threads + 31) / 32));
+        c->warpgroups.resize(static_cast<std::size_t>((threads + 127) / 128));
         c->fibers.resize(static_cast<std::size_t>(threads));
         run_cta(*c, threads);
         if (c->cta_arrived != 0) {

@@ -1,10 +1,11 @@
-// A CPU emulator for the generated sm_80 kernels, so that their logic (indexing,
-// masks, pipelines, fragment layouts, epilogues) is tested on machines without a GPU.
-// The generated source is compiled as C++ with this prelude; the inline-PTX headers
-// (templates/arch/ptx.cuh, cp_async.cuh, mma_sm80.cuh) are swapped for include/arch/, written
-// from the PTX ISA's fragment layouts. Each CUDA thread of a CTA runs as a fiber (ucontext); barriers and
-// warp collectives (ldmatrix, mma.sync, shfl) switch fibers until every participant
-// has arrived. CTAs run one after another, last to first. Slow, exact, deterministic.
+// A CPU emulator for the generated sm_80 kernels and sm_90a's all-threads wgmma kernels, so
+// that their logic (indexing, masks, pipelines, fragment layouts, descriptors, epilogues) is
+// tested on machines without a GPU. The generated source is compiled as C++ with this prelude;
+// the inline-PTX headers (templates/arch/ptx.cuh, cp_async.cuh, mma_sm80.cuh, wgmma_sm90.cuh,
+// fence.cuh, atomics.cuh) are swapped for include/arch/, written from the PTX ISA's fragment
+// and descriptor layouts. TMA, mbarriers and stmatrix are not emulated (the warp-specialised kernels). Each CUDA thread of a CTA runs as a fiber (ucontext); barriers and
+// warp collectives (ldmatrix, mma.sync, shfl) and warpgroup ones (sm_90a's wgmma) switch
+// fibers until every participant has arrived. CTAs run one after another, last to first. Slow, exact, deterministic.
 #pragma once
 
 #include <ucontext.h>
@@ -73,6 +74,11 @@ struct Cta {
     std::uint32_t slot[32][6];  // per-lane operands of the collective in progress
     float value[32];
   };
+  struct Warpgroup {  // sm_90a's wgmma: the 128 threads' A registers of the product in progress
+    int arrived = 0;
+    long generation = 0;
+    std::uint32_t a[128][4];
+  };
   std::vector<Fiber> fibers;
   ucontext_t scheduler;
   int current = 0;
@@ -80,6 +86,7 @@ struct Cta {
   int cta_arrived = 0;
   long cta_generation = 0;
   std::vector<Warp> warps;
+  std::vector<Warpgroup> warpgroups;
 };
 
 Cta& cta();
@@ -102,6 +109,13 @@ inline Cta::Warp& current_warp() { return cta().warps[thread_index() / 32]; }
 inline void warp_sync() {
   Cta::Warp& w = current_warp();
   barrier(w.arrived, w.generation, 32);
+}
+
+inline Cta::Warpgroup& current_warpgroup() { return cta().warpgroups[thread_index() / 128]; }
+// Every thread of the current warpgroup has arrived (wgmma's kernels launch whole warpgroups).
+inline void warpgroup_sync() {
+  Cta::Warpgroup& g = current_warpgroup();
+  barrier(g.arrived, g.generation, 128);
 }
 
 using Kernel = void (*)(const FlashAttentionParams);
