@@ -87,8 +87,9 @@ inline std::vector<EmulationCase> emulation_cases() {
       // chunks per row (4 rows and 1 row per warp and copy), page sizes that straddle tiles.
       {64, 1, 1333, 2, 8, 2, false, -1, -1, 0.0f, DType::f16, false, false, 2, false, 5},
       {256, 3, 290, 3, 4, 1, true, -1, -1, 0.0f, DType::bf16, false, false, 1, true, 3},
-      // Pages of whole K/V tiles (page_size a multiple of block_n): each tile copied from one
-      // page as a dense tile. 16 x 64 tiles on pages of 64, the 64 x 64 tile of 16 positions x
+      // Pages of whole K/V tiles (page_size a multiple of block_n; with
+      // -DFLASHGEN_PAGED_WHOLE_TILES each tile is copied from one page as a dense tile, else
+      // gathered by rows). 16 x 64 tiles on pages of 64, the 64 x 64 tile of 16 positions x
       // 4 heads on pages of 128 (causal, split), d256's 32 x 64 on pages of 128 under a
       // window and softcap with packed queries; sequences end mid-tile and mid-page.
       {128, 1, 400, 3, 8, 2, false, -1, -1, 0.0f, DType::bf16, false, false, 2, false, 64},
