@@ -84,7 +84,9 @@ struct FwdSplitKvMainloop {
   int pos[kRT][2];  // query positions of this thread's C-fragment rows (the mask's rows)
   PagePosition ahead{0, 0};  // paged: this lane's row of K/V tile ahead_tile (pages of whole tiles: its first row)
   int ahead_tile = -1;
+#ifdef FLASHGEN_PAGED_WHOLE_TILES
   int ahead_slot = 0;  // pages of whole tiles: the block-table slot of `ahead`
+#endif
 
   __device__ __forceinline__ FwdSplitKvMainloop(const Offsets& off, u32 smem, const PackedRows& packed, int h_kv,
                                                 int r0, int warp, int lane)

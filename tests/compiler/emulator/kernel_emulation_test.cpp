@@ -1,7 +1,8 @@
-// The generated kernels (sm_80, and sm_90a where they load by cp.async), run on the CPU emulator (sm80_emulator.h) through the
-// same launch plans the GPU backend uses (runtime/launch_plan.h), against the fp64
-// oracle with FlashAttention's rule. Catches indexing, masking, pipeline and layout
-// bugs without a GPU; the gpu label checks the real hardware.
+// The generated kernels (sm_80, and sm_90a's where they load by cp.async), run on the CPU
+// emulator (sm80_emulator.h) through the same launch plans the GPU backend uses
+// (runtime/launch_plan.h), against the fp64 oracle with FlashAttention's rule. Catches
+// indexing, masking, pipeline and layout bugs without a GPU; the gpu label checks the real
+// hardware.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>

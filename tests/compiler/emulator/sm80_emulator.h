@@ -3,9 +3,10 @@
 // tested on machines without a GPU. The generated source is compiled as C++ with this prelude;
 // the inline-PTX headers (templates/arch/ptx.cuh, cp_async.cuh, mma_sm80.cuh, wgmma_sm90.cuh,
 // fence.cuh, atomics.cuh) are swapped for include/arch/, written from the PTX ISA's fragment
-// and descriptor layouts. TMA, mbarriers and stmatrix are not emulated (the warp-specialised kernels). Each CUDA thread of a CTA runs as a fiber (ucontext); barriers and
-// warp collectives (ldmatrix, mma.sync, shfl) and warpgroup ones (sm_90a's wgmma) switch
-// fibers until every participant has arrived. CTAs run one after another, last to first. Slow, exact, deterministic.
+// and descriptor layouts. TMA, mbarriers and stmatrix are not emulated (the warp-specialised
+// kernels). Each CUDA thread of a CTA runs as a fiber (ucontext); barriers, warp collectives
+// (ldmatrix, mma.sync, shfl) and warpgroup ones (sm_90a's wgmma) switch fibers until every
+// participant has arrived. CTAs run one after another, last to first. Slow, exact, deterministic.
 #pragma once
 
 #include <ucontext.h>

@@ -5,6 +5,8 @@
 // commit, wait and the fences have nothing to do.
 #pragma once
 
+#include <optional>
+
 #include "sm80_emulator.h"
 #include "arch/mma_sm80.cuh"  // element_to_float, half_of
 #include "arch/ptx.cuh"
@@ -51,7 +53,8 @@ inline void product(float (&d)[N / 8][4], const u32* a_regs, u64 a_desc, u64 b_d
   if (a_regs != nullptr)
     for (int i = 0; i < 4; ++i) g.a[t][i] = a_regs[i];
   emu::warpgroup_sync();
-  const Descriptor a(a_regs != nullptr ? b_desc : a_desc), b(b_desc);  // rs: A has no descriptor
+  const std::optional<Descriptor> a = a_regs != nullptr ? std::nullopt : std::optional<Descriptor>(a_desc);
+  const Descriptor b(b_desc);
   const int w = t / 32, l = t % 32;
   for (int j = 0; j < N / 8; ++j)
     for (int e = 0; e < 4; ++e) {
@@ -63,7 +66,7 @@ inline void product(float (&d)[N / 8][4], const u32* a_regs, u64 a_desc, u64 b_d
           const int r = row % 16;
           av = half_of<kIsBf16>(g.a[32 * (row / 16) + 4 * (r % 8) + (k % 8) / 2][r / 8 + 2 * (k / 8)], k % 2);
         } else {
-          av = at<kIsBf16>(kTransA ? a.mn_major(k, row) : a.k_major(row, k));
+          av = at<kIsBf16>(kTransA ? a->mn_major(k, row) : a->k_major(row, k));
         }
         const float bv = at<kIsBf16>(kTransB ? b.mn_major(k, col) : b.k_major(col, k));
         sum += av * bv;
